@@ -1,0 +1,182 @@
+//! The commands behind the CLI: loads the config, sets up logging, runs a command and maps the
+//! result to an exit code (see [`crate::cli::EXIT_CODES`]). Errors are printed once, here.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::{Cli, Command};
+use crate::config::{self, Config, ConfigError};
+use crate::hook::{self, Done, Paths};
+use crate::kernel::{CookieHex, linux::Linux};
+use crate::logging;
+use crate::policy::Action;
+use crate::procfs::ProcFs;
+use crate::state::{self, State};
+
+/// Done, or failed open.
+pub const EXIT_OK: u8 = 0;
+/// Failed (fail-closed, or a manual command failed).
+pub const EXIT_FAILED: u8 = 1;
+/// Usage error or unreadable input for a manual command.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The cgroup mount.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+fn print_error(err: &anyhow::Error) {
+    eprintln!("oci-coresched-hook: error: {err:#}");
+    // Runtimes discard stderr; keep a copy in syslog / the log file.
+    log::error!(target: logging::NO_STDERR, "{err:#}");
+}
+
+/// Loads the config; on failure returns the defaults (with `fail_closed` kept if the broken file
+/// asks for it) and the error.
+fn load_config(cli: &Cli) -> (Config, Option<ConfigError>) {
+    let (path, explicit) = match &cli.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(config::DEFAULT_CONFIG), false),
+    };
+    match Config::load(&path, explicit) {
+        Ok(c) => (c, None),
+        Err(e) => {
+            let c = Config { fail_closed: config::broken_config_wants_fail_closed(&path), ..Config::default() };
+            (c, Some(e))
+        }
+    }
+}
+
+fn read_input(file: Option<&Path>) -> anyhow::Result<State> {
+    match file {
+        Some(p) => {
+            let f = std::fs::File::open(p).with_context(|| format!("failed to open state file {}", p.display()))?;
+            state::read_state(f).with_context(|| format!("failed to use state file {}", p.display()))
+        }
+        None => Ok(state::read_state(std::io::stdin().lock())?),
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    let (config, config_error) = load_config(&cli);
+    let level_name = cli.log_level.clone().unwrap_or_else(|| config.log_level.clone());
+    let Some(level) = logging::parse_level(&level_name) else {
+        eprintln!("oci-coresched-hook: error: invalid log level {level_name:?}: expected off, error, warn, info, debug or trace");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let is_hook = matches!(cli.command, Command::Hook { .. });
+    if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
+        eprintln!("oci-coresched-hook: warning: {msg}");
+    }
+    match &cli.command {
+        Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
+        Command::Explain { stage, state } => {
+            if let Some(e) = config_error {
+                print_error(&e.into());
+                return ExitCode::from(EXIT_USAGE);
+            }
+            let result = read_input(state.as_deref()).and_then(|s| Ok(hook::decide(&s, *stage, &config)?));
+            match result {
+                Ok(d) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = serde_json::to_writer(&mut out, &d);
+                    let _ = writeln!(out);
+                    ExitCode::from(EXIT_OK)
+                }
+                Err(e) => {
+                    print_error(&e);
+                    ExitCode::from(EXIT_USAGE)
+                }
+            }
+        }
+    }
+}
+
+fn run_hook(
+    cli: &Cli,
+    config: &Config,
+    config_error: Option<ConfigError>,
+    stage: Option<hook::Stage>,
+    state_file: Option<&Path>,
+) -> ExitCode {
+    let manual = state_file.is_some();
+    let state = match read_input(state_file) {
+        Ok(s) => s,
+        Err(e) if manual => {
+            print_error(&e);
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(e) => return fail(config, e),
+    };
+    if let Some(e) = config_error {
+        return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)));
+    }
+    let decision = match hook::decide(&state, stage, config) {
+        Ok(d) => d,
+        Err(e) if manual => {
+            print_error(&e.into());
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(e) => return fail(config, e.into()),
+    };
+    // One stable line per run: `decision <the explain JSON>`; tests and admins grep for it.
+    if decision.action != Action::Skip {
+        log::info!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
+    } else {
+        log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
+    }
+    let proc = ProcFs::default();
+    let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: Path::new(CGROUP_ROOT) };
+    match hook::run(&decision, config, &paths, &Linux) {
+        Ok(done) => {
+            report(&decision, &done);
+            ExitCode::from(EXIT_OK)
+        }
+        Err(e) => fail(config, e.into()),
+    }
+}
+
+fn report(d: &crate::policy::Decision, done: &Done) {
+    let id = &d.container_id;
+    let group = d.group.as_deref().unwrap_or("-");
+    match done {
+        Done::Skipped => log::debug!("container {id}: skipped: {}", d.reason),
+        Done::Ensured(o) => {
+            let via = match &o.via {
+                hook_via @ crate::engine::Via::Created => format!("{hook_via:?}").to_lowercase(),
+                crate::engine::Via::Shared(from) => format!("shared from {from}"),
+                crate::engine::Via::AlreadySet => "already set".into(),
+            };
+            log::info!(
+                "container {id} (pid {}): group {group}, cookie {} ({via}; {})",
+                d.pid.unwrap_or(0),
+                CookieHex(o.cookie),
+                d.reason
+            );
+            if !o.converged.is_empty() {
+                log::warn!("group {group} had members on another cookie; moved {} to {}", o.converged.join(", "), CookieHex(o.cookie));
+            }
+            if let Some(old) = &o.left {
+                log::info!("container {id} moved from group {old} to {group}");
+            }
+        }
+        Done::Cleared(_) => log::info!("container {id} (pid {}): cookie cleared ({})", d.pid.unwrap_or(0), d.reason),
+        Done::Forgot(m) => match m {
+            Some(m) => log::info!("container {id} stopped: removed from group {}", m.group),
+            None => log::debug!("container {id} stopped: it was not in the cache"),
+        },
+    }
+}
+
+/// Applies the failure policy: fail closed → exit 1; fail open → log and exit 0.
+fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
+    if config.fail_closed {
+        print_error(&err);
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        log::warn!("{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)");
+        ExitCode::from(EXIT_OK)
+    }
+}

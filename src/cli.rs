@@ -1,0 +1,59 @@
+//! Command-line definitions (clap derive). The contract others script against: keep it stable.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::hook::Stage;
+use crate::statedir::DEFAULT_STATE_DIR;
+
+/// Exit codes, shown in `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  done, or failed open (the error is logged and the container starts)
+  1  failed: fail_closed is set (the runtime refuses the container), or a manual command failed
+  2  usage error, or unreadable input (state, config) for a manual command";
+
+/// Gives containers Linux core-scheduling cookies by group, as an OCI runtime hook.
+#[derive(Debug, Parser)]
+#[command(name = "oci-coresched-hook", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Config file [default: /etc/oci-coresched-hook/config.toml; a missing default file means defaults]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// State directory holding the lock and the cache
+    #[arg(long, global = true, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+
+    /// Log level: off, error, warn, info, debug, trace [default: from the config, else info]
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The runtime's entry point: read the OCI state and give the container its group's cookie
+    Hook {
+        /// Hook stage; inferred from the state's status and pid when absent
+        #[arg(long, value_enum)]
+        stage: Option<Stage>,
+        /// Read the OCI state from FILE instead of stdin (for manual runs)
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+    /// Print the decision for a state as JSON, touching neither the kernel nor the cache
+    Explain {
+        /// Hook stage; inferred from the state when absent
+        #[arg(long, value_enum)]
+        stage: Option<Stage>,
+        /// Read the OCI state from FILE instead of stdin
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+}

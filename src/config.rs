@@ -1,0 +1,207 @@
+//! The configuration file (`/etc/oci-coresched-hook/config.toml` by default) and its defaults.
+//!
+//! Unknown keys and wrong types are errors that name the key, the file and the line: a typo in a
+//! security setting must never be silently ignored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Where the configuration lives unless `--config` says otherwise.
+pub const DEFAULT_CONFIG: &str = "/etc/oci-coresched-hook/config.toml";
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read (or an explicitly named file is missing).
+    #[error("failed to read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Bad TOML, unknown key, wrong type, bad value.
+    #[error("invalid config file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said, with the line.
+        message: String,
+    },
+}
+
+/// The QoS classes the config has a rule for (Koordinator's names).
+pub const QOS_CLASSES: [&str; 4] = ["LSE", "LSR", "LS", "BE"];
+
+/// What to do for one QoS class (Koordinator's NodeSLO CPUQOS, per class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QosRule {
+    /// Manage cookies for this class at all; `false` clears any cookie the container inherited.
+    pub enable: bool,
+    /// Put the class's containers in the `-expeller` variant of their group.
+    pub core_expeller: bool,
+    /// Write `cpu.idle = 1` into the container's cgroup (cgroup v2).
+    pub sched_idle: bool,
+}
+
+impl Default for QosRule {
+    fn default() -> Self {
+        Self { enable: true, core_expeller: false, sched_idle: false }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Fail the hook (and so the container start) on any error instead of logging and going on.
+    pub fail_closed: bool,
+    /// How long to wait for the state lock, in milliseconds.
+    pub lock_timeout_ms: u64,
+    /// Log level: off, error, warn, info, debug or trace.
+    pub log_level: String,
+    /// Also send log records to syslog (journald reads it).
+    pub syslog: bool,
+    /// Also append log records to this file.
+    pub log_file: Option<PathBuf>,
+    /// Let pods of different namespaces join one named group.
+    pub allow_cross_namespace_groups: bool,
+    /// Per-QoS-class rules, keyed by LSE, LSR, LS, BE. Missing classes use the default rule.
+    pub qos: BTreeMap<String, QosRule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            fail_closed: false,
+            lock_timeout_ms: 3000,
+            log_level: "info".into(),
+            syslog: true,
+            log_file: None,
+            allow_cross_namespace_groups: false,
+            qos: BTreeMap::new(),
+        }
+    }
+}
+
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+impl Config {
+    /// The rule for a QoS class (default rule when the config names none).
+    pub fn rule(&self, class: &str) -> QosRule {
+        self.qos.get(class).copied().unwrap_or_default()
+    }
+
+    /// The lock timeout.
+    pub fn lock_timeout(&self) -> Duration {
+        Duration::from_millis(self.lock_timeout_ms)
+    }
+
+    /// Parses and validates a config document; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        let cfg: Config = toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().replace('\n', " ")))?;
+        if !LOG_LEVELS.contains(&cfg.log_level.as_str()) {
+            return Err(invalid(format!("log_level {:?} is not one of {}", cfg.log_level, LOG_LEVELS.join(", "))));
+        }
+        if cfg.lock_timeout_ms == 0 || cfg.lock_timeout_ms > 60_000 {
+            return Err(invalid(format!("lock_timeout_ms {} must be between 1 and 60000", cfg.lock_timeout_ms)));
+        }
+        if let Some(bad) = cfg.qos.keys().find(|k| !QOS_CLASSES.contains(&k.as_str())) {
+            return Err(invalid(format!(
+                "qos class {bad:?} is not one of {} (SYSTEM is never managed)",
+                QOS_CLASSES.join(", ")
+            )));
+        }
+        Ok(cfg)
+    }
+
+    /// Loads the config. A missing file is the defaults only when it is the default path;
+    /// a file named explicitly must exist.
+    pub fn load(path: &Path, explicit: bool) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        }
+    }
+}
+
+/// When the config cannot be parsed, whether it still asks to fail closed. A broken file must not
+/// turn a fail-closed node into a fail-open one, so this looks for a `fail_closed = true` line.
+pub fn broken_config_wants_fail_closed(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    text.lines().any(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        let mut parts = line.splitn(2, '=');
+        matches!((parts.next(), parts.next()), (Some(k), Some(v)) if k.trim() == "fail_closed" && v.trim() == "true")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::parse(s, Path::new("/etc/x.toml"))
+    }
+
+    #[test]
+    fn empty_is_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+        assert_eq!(Config::default().rule("BE"), QosRule::default());
+    }
+
+    #[test]
+    fn full_file() {
+        let c = parse(
+            "fail_closed = true\nlock_timeout_ms = 500\nlog_level = \"debug\"\nsyslog = false\n\
+             log_file = \"/var/log/h.log\"\nallow_cross_namespace_groups = true\n\
+             [qos.BE]\nenable = true\nsched_idle = true\n[qos.LS]\ncore_expeller = true\n",
+        )
+        .unwrap();
+        assert!(c.fail_closed && c.allow_cross_namespace_groups && !c.syslog);
+        assert_eq!(c.lock_timeout(), Duration::from_millis(500));
+        assert!(c.rule("BE").sched_idle && !c.rule("BE").core_expeller);
+        assert!(c.rule("LS").core_expeller && c.rule("LS").enable);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let cases = [
+            ("fail_closed = tru", "invalid config file /etc/x.toml"),
+            ("fail_close = true", "fail_close"),
+            ("fail_closed = \"yes\"", "fail_closed"),
+            ("lock_timeout_ms = 0", "between 1 and 60000"),
+            ("log_level = \"loud\"", "\"loud\""),
+            ("[qos.SYSTEM]\nenable = true", "SYSTEM"),
+            ("[qos.BE]\nidle = true", "idle"),
+        ];
+        for (text, want) in cases {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?}: {err:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn missing_default_file_is_defaults_but_explicit_is_an_error() {
+        let p = Path::new("/nonexistent/oci-coresched-hook.toml");
+        assert_eq!(Config::load(p, false).unwrap(), Config::default());
+        assert!(Config::load(p, true).unwrap_err().to_string().contains("failed to read config file"));
+    }
+
+    #[test]
+    fn broken_file_keeps_fail_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "fail_closed = true # keep\nlog_level = [\n").unwrap();
+        assert!(parse(&std::fs::read_to_string(&p).unwrap()).is_err());
+        assert!(broken_config_wants_fail_closed(&p));
+        std::fs::write(&p, "# fail_closed = true\nlog_level = [\n").unwrap();
+        assert!(!broken_config_wants_fail_closed(&p));
+    }
+}

@@ -1,0 +1,376 @@
+//! Ensure / clear / forget: Koordinator's Add, Assign and Clear made hook-safe, over the kernel
+//! seam and the cache. Callers hold the state lock and wrap each call in one cache transaction.
+//!
+//! Proof of a group's cookie is never the cached value (cookie values can repeat after a cookie
+//! dies) but a GET on a live member whose identity — pid plus start time — was checked. Every
+//! SHARE runs on a fresh relay thread whose own cookie is verified before it is pushed anywhere.
+
+use std::io;
+
+use crate::kernel::{CoreSched, Cookie, CookieHex, KernelError, Pid, Scope};
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::{Member, Store, StoreError};
+
+/// How many times a share is retried when its source member dies under it.
+const MAX_SOURCE_ATTEMPTS: usize = 4;
+
+/// Why an engine operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A prctl failed.
+    #[error("failed to {op}: {source}")]
+    Kernel {
+        /// What was being done.
+        op: String,
+        /// The kernel's answer.
+        source: KernelError,
+    },
+    /// The cache failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `/proc` could not be read.
+    #[error("failed to read /proc for pid {pid}: {source}")]
+    Proc {
+        /// The pid.
+        pid: Pid,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The container's init is gone (or is not the process the state named).
+    #[error("container init pid {0} does not exist")]
+    TargetGone(Pid),
+    /// A GET after a change did not show the expected cookie.
+    #[error("failed to verify the cookie of {what}: expected {expected}, found {found}")]
+    Verify {
+        /// Which task.
+        what: String,
+        /// Expected cookie.
+        expected: CookieHex,
+        /// Cookie found.
+        found: CookieHex,
+    },
+    /// No task with cookie 0 could be found to reset the relay thread from.
+    #[error("failed to find a task without a cookie to clear from (the hook itself and pid 1 have cookies)")]
+    NoZeroSource,
+    /// Every member picked as the source of a share died before the share completed.
+    #[error("failed to share the cookie of group {group}: its members kept exiting ({attempts} attempts)")]
+    Unstable {
+        /// The group.
+        group: String,
+        /// Attempts made.
+        attempts: usize,
+    },
+    /// The relay thread panicked.
+    #[error("failed to run the relay thread: it panicked")]
+    RelayPanicked,
+}
+
+impl EngineError {
+    /// Short, stable reason used as a metrics label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            EngineError::Kernel { source, .. } if source.is_unsupported() => "unsupported",
+            EngineError::Kernel { .. } => "kernel",
+            EngineError::Store(_) => "cache",
+            EngineError::Proc { .. } => "proc",
+            EngineError::TargetGone(_) => "target_gone",
+            EngineError::Verify { .. } => "verify",
+            EngineError::NoZeroSource | EngineError::Unstable { .. } | EngineError::RelayPanicked => "kernel",
+        }
+    }
+}
+
+/// What to ensure.
+#[derive(Debug, Clone)]
+pub struct EnsureRequest {
+    /// Container id.
+    pub container_id: String,
+    /// Group key.
+    pub group: String,
+    /// Container init pid.
+    pub pid: Pid,
+    /// Pod namespace.
+    pub namespace: Option<String>,
+    /// Cgroup of the init.
+    pub cgroup: Option<String>,
+}
+
+/// How the cookie was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    /// A new cookie (first live member).
+    Created,
+    /// Shared from this member.
+    Shared(String),
+    /// The init already had the group's cookie.
+    AlreadySet,
+}
+
+/// The result of an ensure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsureOutcome {
+    /// The group's cookie, now on the init.
+    pub cookie: Cookie,
+    /// How.
+    pub via: Via,
+    /// Other members moved to the group's cookie (a group that had two cookies, or lost one).
+    pub converged: Vec<String>,
+    /// Members dropped because their init died or its pid was reused.
+    pub dropped: Vec<String>,
+    /// The group the container left, when it changed group.
+    pub left: Option<String>,
+}
+
+/// The engine over one kernel, one `/proc` and one locked cache.
+#[derive(Debug)]
+pub struct Engine<'a, K: CoreSched> {
+    kernel: &'a K,
+    proc: &'a ProcFs,
+    store: &'a Store,
+}
+
+fn kerr(op: impl Into<String>) -> impl FnOnce(KernelError) -> EngineError {
+    let op = op.into();
+    move |source| EngineError::Kernel { op, source }
+}
+
+/// A live member and the cookie a GET found on it.
+struct Live {
+    member: Member,
+    cookie: Cookie,
+}
+
+impl<'a, K: CoreSched> Engine<'a, K> {
+    /// An engine; the caller holds the lock on `store`.
+    pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
+        Self { kernel, proc, store }
+    }
+
+    fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
+        self.proc
+            .task(pid)
+            .map_err(|source| EngineError::Proc { pid, source })?
+            .ok_or(EngineError::TargetGone(pid))
+    }
+
+    fn same(&self, id: TaskId) -> Result<bool, EngineError> {
+        self.proc.is_same(id).map_err(|source| EngineError::Proc { pid: id.pid, source })
+    }
+
+    /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.
+    fn live_members(&self, group: &str, dropped: &mut Vec<String>) -> Result<Vec<Live>, EngineError> {
+        let mut live = Vec::new();
+        for m in self.store.members(group)? {
+            let id = TaskId { pid: m.pid, start_time: m.start_time };
+            if !self.same(id)? {
+                log::info!("dropping member {} of group {group}: pid {} died or was reused", m.container_id, m.pid);
+                self.store.remove_member(&m.container_id)?;
+                dropped.push(m.container_id);
+                continue;
+            }
+            match self.kernel.get(m.pid) {
+                Ok(cookie) => live.push(Live { member: m, cookie }),
+                Err(KernelError::NoSuchProcess(_)) => {
+                    self.store.remove_member(&m.container_id)?;
+                    dropped.push(m.container_id);
+                }
+                Err(e) => return Err(kerr(format!("read the cookie of member {} (pid {})", m.container_id, m.pid))(e)),
+            }
+        }
+        Ok(live)
+    }
+
+    /// Gives the container's init its group's cookie (idempotent).
+    pub fn ensure(&self, req: &EnsureRequest) -> Result<EnsureOutcome, EngineError> {
+        let target = self.identity(req.pid)?;
+        let previous = self.store.member(&req.container_id)?;
+        let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
+        let mut dropped = Vec::new();
+
+        for _ in 0..MAX_SOURCE_ATTEMPTS {
+            let live = self.live_members(&req.group, &mut dropped)?;
+            // The oldest member holding a cookie defines the group's cookie. The container itself
+            // counts when the cache already has it with this very init (poststart after createRuntime).
+            let source = live.iter().find(|l| l.cookie != 0 && (l.member.container_id != req.container_id || l.member.pid == req.pid));
+            let (cookie, via, converged) = match source {
+                Some(src) => {
+                    let mut targets: Vec<(String, Pid)> = live
+                        .iter()
+                        .filter(|l| l.cookie != src.cookie && l.member.container_id != req.container_id)
+                        .map(|l| (l.member.container_id.clone(), l.member.pid))
+                        .collect();
+                    let current = self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
+                    if current != src.cookie {
+                        targets.push((req.container_id.clone(), req.pid));
+                    }
+                    if targets.is_empty() {
+                        (src.cookie, Via::AlreadySet, Vec::new())
+                    } else {
+                        let src_id = TaskId { pid: src.member.pid, start_time: src.member.start_time };
+                        match self.relay(src_id, src.cookie, &targets) {
+                            Ok(()) => {}
+                            Err(RelayError::SourceGone) => {
+                                log::info!("member {} died while sharing from it; retrying", src.member.container_id);
+                                continue;
+                            }
+                            Err(RelayError::Engine(e)) => return Err(e),
+                        }
+                        let via = if src.member.container_id == req.container_id {
+                            Via::AlreadySet
+                        } else {
+                            Via::Shared(src.member.container_id.clone())
+                        };
+                        let converged: Vec<String> =
+                            targets.into_iter().map(|(id, _)| id).filter(|id| *id != req.container_id).collect();
+                        (src.cookie, via, converged)
+                    }
+                }
+                None => {
+                    self.kernel.create(req.pid, Scope::ThreadGroup).map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
+                    let cookie = self.verify(req.pid, None)?;
+                    // Live members that lost their cookie (still 0) join the new one.
+                    let targets: Vec<(String, Pid)> = live
+                        .iter()
+                        .filter(|l| l.member.container_id != req.container_id)
+                        .map(|l| (l.member.container_id.clone(), l.member.pid))
+                        .collect();
+                    if !targets.is_empty() {
+                        match self.relay(target, cookie, &targets) {
+                            Ok(()) => {}
+                            Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(req.pid)),
+                            Err(RelayError::Engine(e)) => return Err(e),
+                        }
+                    }
+                    (cookie, Via::Created, targets.into_iter().map(|(id, _)| id).collect())
+                }
+            };
+            for id in &converged {
+                self.store.set_cookie(id, cookie)?;
+            }
+            // The init must still be the process we acted on.
+            if !self.same(target)? {
+                return Err(EngineError::TargetGone(req.pid));
+            }
+            self.store.upsert_member(&Member {
+                container_id: req.container_id.clone(),
+                group: req.group.clone(),
+                pid: req.pid,
+                start_time: target.start_time,
+                cookie,
+                cgroup: req.cgroup.clone(),
+                namespace: req.namespace.clone(),
+                seq: 0,
+                created_at: 0,
+                updated_at: 0,
+            })?;
+            if let Some(old) = &left {
+                self.store.drop_group_if_empty(old)?;
+            }
+            self.store.count(&req.group, true)?;
+            return Ok(EnsureOutcome { cookie, via, converged, dropped, left });
+        }
+        Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })
+    }
+
+    /// GET on `pid` and check it (`None`: any non-zero cookie).
+    fn verify(&self, pid: Pid, expected: Option<Cookie>) -> Result<Cookie, EngineError> {
+        let found = self.kernel.get(pid).map_err(kerr(format!("read back the cookie of pid {pid}")))?;
+        match expected {
+            Some(want) if found != want => {
+                Err(EngineError::Verify { what: format!("pid {pid}"), expected: CookieHex(want), found: CookieHex(found) })
+            }
+            None if found == 0 => {
+                Err(EngineError::Verify { what: format!("pid {pid}"), expected: CookieHex(1), found: CookieHex(0) })
+            }
+            _ => Ok(found),
+        }
+    }
+
+    /// On a fresh thread: pull `cookie` from `src`, check it, push it to every target, then
+    /// verify each target from this thread.
+    fn relay(&self, src: TaskId, cookie: Cookie, targets: &[(String, Pid)]) -> Result<(), RelayError> {
+        let (kernel, proc) = (self.kernel, self.proc);
+        let result = std::thread::scope(|s| {
+            s.spawn(|| -> Result<(), RelayError> {
+                kernel.share_from(src.pid).map_err(|e| match e {
+                    KernelError::NoSuchProcess(_) => RelayError::SourceGone,
+                    e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
+                })?;
+                // The pid must still be the member we verified, or we pulled a stranger's cookie.
+                let same = proc.is_same(src).map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
+                if !same {
+                    return Err(RelayError::SourceGone);
+                }
+                let mine = kernel.get(0).map_err(|e| RelayError::Engine(kerr("read the relay thread's cookie")(e)))?;
+                if mine != cookie {
+                    return Err(RelayError::Engine(EngineError::Verify {
+                        what: "the relay thread".into(),
+                        expected: CookieHex(cookie),
+                        found: CookieHex(mine),
+                    }));
+                }
+                for (id, pid) in targets {
+                    kernel
+                        .share_to(*pid, Scope::ThreadGroup)
+                        .map_err(|e| RelayError::Engine(kerr(format!("share the cookie to {id} (pid {pid})"))(e)))?;
+                }
+                Ok(())
+            })
+            .join()
+            .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))
+        });
+        result?;
+        for (_, pid) in targets {
+            self.verify(*pid, Some(cookie)).map_err(RelayError::Engine)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the init cookie 0 (policy none, or a disabled QoS class) and removes the container
+    /// from any group.
+    pub fn clear(&self, container_id: &str, pid: Pid) -> Result<Option<Member>, EngineError> {
+        let target = self.identity(pid)?;
+        let current = self.kernel.get(pid).map_err(kerr(format!("read the cookie of pid {pid}")))?;
+        if current != 0 {
+            let kernel = self.kernel;
+            std::thread::scope(|s| {
+                s.spawn(|| -> Result<(), EngineError> {
+                    if kernel.get(0).map_err(kerr("read the relay thread's cookie"))? != 0 {
+                        reset_to_zero(kernel)?;
+                    }
+                    kernel.share_to(pid, Scope::ThreadGroup).map_err(kerr(format!("clear the cookie of pid {pid}")))
+                })
+                .join()
+                .unwrap_or(Err(EngineError::RelayPanicked))
+            })?;
+            self.verify(pid, Some(0))?;
+        }
+        if !self.same(target)? {
+            return Err(EngineError::TargetGone(pid));
+        }
+        Ok(self.store.remove_member(container_id)?)
+    }
+
+    /// Removes a stopped container; drops its group when empty.
+    pub fn forget(&self, container_id: &str) -> Result<Option<Member>, EngineError> {
+        Ok(self.store.remove_member(container_id)?)
+    }
+}
+
+/// Pulls cookie 0 into the calling (relay) thread from a task known to have none: the hook's
+/// main thread, else pid 1. Verified with a GET on the relay thread itself.
+fn reset_to_zero<K: CoreSched>(kernel: &K) -> Result<(), EngineError> {
+    let me = std::process::id() as Pid;
+    for candidate in [me, 1] {
+        if kernel.get(candidate) == Ok(0) && kernel.share_from(candidate).is_ok() && kernel.get(0) == Ok(0) {
+            return Ok(());
+        }
+    }
+    Err(EngineError::NoZeroSource)
+}
+
+/// A relay that failed because its source died (retry with another member) or for good.
+enum RelayError {
+    SourceGone,
+    Engine(EngineError),
+}

@@ -1,0 +1,290 @@
+//! One hook invocation: stage → decision → (under the lock, in one cache transaction) the engine
+//! → `cpu.idle`. Also the input side shared with `explain`: lifecycle inference and the bundle.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::cgroup::{self, CgroupError};
+use crate::config::Config;
+use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest};
+use crate::kernel::{CoreSched, KernelError, Pid};
+use crate::policy::{self, Action, BadContainerId, Decision, Lifecycle};
+use crate::procfs::ProcFs;
+use crate::state::State;
+use crate::statedir::{DirError, StateDir};
+use crate::store::{Member, Store, StoreError};
+
+/// The hook stages of the OCI runtime spec (and the legacy `prestart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "camelCase")]
+pub enum Stage {
+    /// Deprecated stage; old podman runs hooks.d createRuntime hooks here.
+    Prestart,
+    /// After the container's namespaces exist, before pivot_root: pid is the init.
+    CreateRuntime,
+    /// In the container's namespaces: nothing to do.
+    CreateContainer,
+    /// In the container, right before the user process: nothing to do.
+    StartContainer,
+    /// After the user process started: verify and repair.
+    Poststart,
+    /// After the container stopped: forget it.
+    Poststop,
+}
+
+/// Why a hook run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The stage could not be inferred.
+    #[error("failed to infer the hook stage: status {0:?} is not one the hook knows; pass --stage")]
+    UnknownStatus(String),
+    /// The container id cannot be used.
+    #[error(transparent)]
+    BadId(#[from] BadContainerId),
+    /// An annotation was rejected (the container would get a cookie of its own).
+    #[error("invalid annotation for container {id}: {problem}")]
+    InvalidAnnotation {
+        /// Container id.
+        id: String,
+        /// What was rejected.
+        problem: String,
+    },
+    /// The kernel cannot do core scheduling.
+    #[error("{0}")]
+    Unsupported(KernelError),
+    /// State directory or lock.
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    /// The cache.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine.
+    #[error("failed to apply core scheduling to container {id}: {source}")]
+    Engine {
+        /// Container id.
+        id: String,
+        /// The cause.
+        source: EngineError,
+    },
+    /// `cpu.idle`.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+}
+
+impl HookError {
+    /// Stable reason label for logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HookError::UnknownStatus(_) | HookError::BadId(_) => "bad_input",
+            HookError::InvalidAnnotation { .. } => "invalid_annotation",
+            HookError::Unsupported(_) => "unsupported",
+            HookError::Dir(DirError::LockTimeout { .. }) => "lock_timeout",
+            HookError::Dir(_) => "state_dir",
+            HookError::Store(_) => "cache",
+            HookError::Engine { source, .. } => source.reason(),
+            HookError::Cgroup(_) => "cgroup",
+        }
+    }
+
+    fn is_corruption(&self) -> bool {
+        match self {
+            HookError::Store(e) => e.is_corruption(),
+            HookError::Engine { source: EngineError::Store(e), .. } => e.is_corruption(),
+            _ => false,
+        }
+    }
+}
+
+/// Where the hook finds the system: paths are passed in so tests can use temp dirs.
+#[derive(Debug, Clone)]
+pub struct Paths<'a> {
+    /// State directory.
+    pub state_dir: &'a Path,
+    /// `/proc`.
+    pub proc: &'a ProcFs,
+    /// The cgroup mount (`/sys/fs/cgroup`).
+    pub cgroup_root: &'a Path,
+}
+
+/// Lifecycle from the stage flag, else from the state's status.
+pub fn lifecycle(stage: Option<Stage>, status: &str) -> Result<Lifecycle, HookError> {
+    Ok(match stage {
+        Some(Stage::Prestart | Stage::CreateRuntime | Stage::Poststart) => Lifecycle::Ensure,
+        Some(Stage::Poststop) => Lifecycle::Forget,
+        Some(Stage::CreateContainer | Stage::StartContainer) => Lifecycle::Skip,
+        None => match status {
+            "creating" | "created" | "running" | "paused" => Lifecycle::Ensure,
+            "stopped" => Lifecycle::Forget,
+            "starting" => Lifecycle::Skip,
+            other => return Err(HookError::UnknownStatus(other.chars().take(64).collect())),
+        },
+    })
+}
+
+/// What the bundle's `config.json` adds: annotations the state lacks and the cgroup parent.
+#[derive(Debug, Default)]
+pub struct BundleInfo {
+    /// Annotations of the state, completed by the config's.
+    pub annotations: BTreeMap<String, String>,
+    /// `linux.cgroupsPath`.
+    pub cgroups_path: Option<String>,
+}
+
+/// Reads the bundle's `config.json` if there is one. A missing or unreadable config is logged
+/// and the state's annotations are used alone.
+pub fn bundle_info(state: &State) -> BundleInfo {
+    let mut info = BundleInfo { annotations: state.annotations.clone(), cgroups_path: None };
+    let Some(bundle) = &state.bundle else { return info };
+    let path = bundle.join("config.json");
+    let spec = std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).map_err(|e| e.to_string()));
+    match spec {
+        Ok(spec) => {
+            if let Some(ann) = spec.annotations() {
+                for (k, v) in ann {
+                    info.annotations.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            info.cgroups_path =
+                spec.linux().as_ref().and_then(|l| l.cgroups_path().as_ref()).map(|p| p.to_string_lossy().into_owned());
+        }
+        Err(e) => log::warn!("failed to read bundle config {}: {e}; using the state's annotations only", path.display()),
+    }
+    info
+}
+
+/// The decision for a state (what `explain` prints).
+pub fn decide(state: &State, stage: Option<Stage>, config: &Config) -> Result<Decision, HookError> {
+    let lifecycle = lifecycle(stage, &state.status)?;
+    let info = if lifecycle == Lifecycle::Ensure { bundle_info(state) } else { BundleInfo {
+        annotations: state.annotations.clone(),
+        cgroups_path: None,
+    } };
+    let input = policy::Input {
+        lifecycle,
+        container_id: &state.id,
+        pid: state.pid,
+        annotations: &info.annotations,
+        cgroups_path: info.cgroups_path.as_deref(),
+    };
+    Ok(policy::decide(&input, config)?)
+}
+
+/// What a hook run did.
+#[derive(Debug)]
+pub enum Done {
+    /// Nothing (see the decision's reason).
+    Skipped,
+    /// The init has its group's cookie.
+    Ensured(EnsureOutcome),
+    /// The init has cookie 0; the removed cache row, if it had one.
+    Cleared(Option<Member>),
+    /// Removed from the cache (the row, if it had one).
+    Forgot(Option<Member>),
+}
+
+/// Runs the hook for a decision.
+pub fn run<K: CoreSched>(decision: &Decision, config: &Config, paths: &Paths<'_>, kernel: &K) -> Result<Done, HookError> {
+    if let Some(problem) = &decision.invalid {
+        let err = HookError::InvalidAnnotation { id: decision.container_id.clone(), problem: problem.clone() };
+        if config.fail_closed {
+            return Err(err);
+        }
+        log::error!("{err}; giving it a cookie of its own");
+    }
+    let pid = decision.pid.unwrap_or(0) as Pid;
+    match decision.action {
+        Action::Skip => Ok(Done::Skipped),
+        Action::Forget => {
+            let dir = StateDir::open(paths.state_dir)?;
+            if !dir.db_path().exists() {
+                return Ok(Done::Forgot(None));
+            }
+            let id = decision.container_id.as_str();
+            with_store(&dir, config, None, |e| e.forget(id).map_err(|source| engine_err(id, source)), paths, kernel)
+                .map(Done::Forgot)
+        }
+        Action::Clear | Action::Ensure => {
+            kernel.probe().map_err(|e| if e.is_unsupported() { HookError::Unsupported(e) } else {
+                HookError::Engine { id: decision.container_id.clone(), source: EngineError::Kernel { op: "probe core scheduling".into(), source: e } }
+            })?;
+            let dir = StateDir::open(paths.state_dir)?;
+            let id = decision.container_id.as_str();
+            if decision.action == Action::Clear {
+                return with_store(&dir, config, None, |e| e.clear(id, pid).map_err(|s| engine_err(id, s)), paths, kernel)
+                    .map(Done::Cleared);
+            }
+            let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
+            let cgroup = paths.proc.cgroup(pid).ok().flatten();
+            let req = EnsureRequest {
+                container_id: id.to_string(),
+                group: group.clone(),
+                pid,
+                namespace: decision.namespace.clone(),
+                cgroup: cgroup.clone(),
+            };
+            let sched_idle = decision.sched_idle;
+            let out = with_store(&dir, config, Some(&group), |e| {
+                let out = e.ensure(&req).map_err(|s| engine_err(id, s))?;
+                if sched_idle {
+                    let cg = cgroup.as_deref().ok_or(HookError::Engine { id: id.to_string(), source: EngineError::TargetGone(pid) })?;
+                    let file = cgroup::set_idle(paths.cgroup_root, cg)?;
+                    log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
+                }
+                Ok(out)
+            }, paths, kernel)?;
+            Ok(Done::Ensured(out))
+        }
+    }
+}
+
+fn engine_err(id: &str, source: EngineError) -> HookError {
+    HookError::Engine { id: id.to_string(), source }
+}
+
+/// Locks the state dir, opens the cache and runs `f` in one transaction. A damaged database is
+/// moved aside and `f` runs once more on a fresh one. Failures are counted (best effort).
+fn with_store<K: CoreSched, T>(
+    dir: &StateDir,
+    config: &Config,
+    group: Option<&str>,
+    f: impl Fn(&Engine<'_, K>) -> Result<T, HookError>,
+    paths: &Paths<'_>,
+    kernel: &K,
+) -> Result<T, HookError> {
+    let _lock = dir.lock(config.lock_timeout())?;
+    let db = dir.db_path();
+    let mut store = Store::open(&db)?;
+    if let Some(aside) = &store.quarantined {
+        log::warn!("the cache was unusable and was moved to {}; run `oci-coresched-hook rebuild` to reload it", aside.display());
+    }
+    for attempt in 0..2 {
+        store.begin()?;
+        let result = f(&Engine::new(kernel, paths.proc, &store));
+        match result {
+            Ok(v) => {
+                store.commit()?;
+                return Ok(v);
+            }
+            Err(e) => {
+                store.rollback();
+                if attempt == 0 && e.is_corruption() {
+                    drop(store);
+                    store = Store::quarantine(&db, "corrupt")?;
+                    continue;
+                }
+                if store.begin().is_ok() {
+                    let counted = group.map_or(Ok(()), |g| store.count(g, false)).and_then(|()| store.count_failure(e.reason()));
+                    if counted.is_ok() {
+                        let _ = store.commit();
+                    } else {
+                        store.rollback();
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    unreachable!("the loop returns on its second pass")
+}

@@ -1,0 +1,346 @@
+//! A fake core-scheduling kernel for tests (and the non-default `fake-kernel` feature).
+//!
+//! It models what the engine relies on: per-thread cookies, the three scopes, inheritance of the
+//! creating thread's cookie by a fresh thread, pid reuse (a task is identified by pid + start time
+//! read from a `/proc` tree, real or fake), ESRCH for dead pids, EPERM for denied pids, and EINVAL /
+//! ENODEV for kernels without core scheduling or SMT. The VM test tier runs the same scenarios on
+//! the real kernel, which is what makes this double trustworthy.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{CoreSched, Cookie, KernelError, Pid, Scope};
+use crate::procfs::ProcFs;
+
+/// What the fake kernel claims to support.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FakeMode {
+    /// Core scheduling works.
+    Supported,
+    /// Every call fails with EINVAL (no `CONFIG_SCHED_CORE`).
+    Unsupported,
+    /// Every call fails with ENODEV (SMT off).
+    NoSmt,
+}
+
+#[derive(Debug)]
+struct State {
+    mode: FakeMode,
+    denied: HashSet<Pid>,
+    /// tid -> (start time, cookie). An entry whose start time no longer matches is a dead task.
+    tasks: HashMap<Pid, (u64, Cookie)>,
+    /// Cookie a fresh thread inherits (the cookie of the hook's main thread in the model).
+    inherited: Cookie,
+    next: Cookie,
+    /// Calls made, for tests that count kernel traffic.
+    calls: Vec<String>,
+}
+
+/// An in-memory core-scheduling kernel over a `/proc` tree.
+#[derive(Debug)]
+pub struct FakeKernel {
+    id: u64,
+    proc: ProcFs,
+    state: Mutex<State>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Per fake instance, the cookie of the calling thread once it has changed.
+    static SELF_COOKIE: RefCell<HashMap<u64, Cookie>> = RefCell::new(HashMap::new());
+}
+
+impl FakeKernel {
+    /// A supporting kernel whose tasks are those of `proc`.
+    pub fn new(proc: ProcFs) -> Self {
+        Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            proc,
+            state: Mutex::new(State {
+                mode: FakeMode::Supported,
+                denied: HashSet::new(),
+                tasks: HashMap::new(),
+                inherited: 0,
+                // Cookies look like kernel pointer hashes, not small counters.
+                next: 0x5eed_0000_1000,
+                calls: Vec::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Switch support on or off.
+    pub fn set_mode(&self, mode: FakeMode) {
+        self.lock().mode = mode;
+    }
+
+    /// Make every call on `pid` fail with EPERM.
+    pub fn deny(&self, pid: Pid) {
+        self.lock().denied.insert(pid);
+    }
+
+    /// Set the cookie that fresh threads of the calling process inherit.
+    pub fn set_inherited(&self, cookie: Cookie) {
+        self.lock().inherited = cookie;
+    }
+
+    /// Force the cookie of every thread of `pid` (models a cookie inherited from the runtime).
+    pub fn force(&self, pid: Pid, cookie: Cookie) {
+        let mut st = self.lock();
+        for tid in self.targets(&st, pid, Scope::ThreadGroup).unwrap_or_default() {
+            self.set_task(&mut st, tid, cookie);
+        }
+    }
+
+    /// Every call made so far, as `"op pid"` strings.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    fn start_time(&self, tid: Pid) -> Option<u64> {
+        self.proc.task(tid).ok().flatten().map(|t| t.start_time)
+    }
+
+    fn task_cookie(&self, st: &State, tid: Pid) -> Cookie {
+        match (st.tasks.get(&tid), self.start_time(tid)) {
+            (Some(&(start, cookie)), Some(now)) if start == now => cookie,
+            _ => 0,
+        }
+    }
+
+    fn set_task(&self, st: &mut State, tid: Pid, cookie: Cookie) {
+        if let Some(start) = self.start_time(tid) {
+            st.tasks.insert(tid, (start, cookie));
+        }
+    }
+
+    fn check(&self, st: &State, pid: Pid) -> Result<(), KernelError> {
+        match st.mode {
+            FakeMode::Unsupported => return Err(KernelError::Unsupported),
+            FakeMode::NoSmt => return Err(KernelError::NoSmt),
+            FakeMode::Supported => {}
+        }
+        if pid < 0 {
+            return Err(KernelError::NoSuchProcess(pid));
+        }
+        if pid > 0 && self.start_time(pid).is_none() {
+            return Err(KernelError::NoSuchProcess(pid));
+        }
+        if st.denied.contains(&pid) {
+            return Err(KernelError::PermissionDenied(pid));
+        }
+        Ok(())
+    }
+
+    fn targets(&self, _st: &State, pid: Pid, scope: Scope) -> Result<Vec<Pid>, KernelError> {
+        let io = |_| KernelError::NoSuchProcess(pid);
+        Ok(match scope {
+            Scope::Thread => vec![pid],
+            Scope::ThreadGroup => {
+                let mut t = self.proc.threads(pid).map_err(io)?;
+                if t.is_empty() {
+                    t.push(pid);
+                }
+                t
+            }
+            Scope::ProcessGroup => {
+                let pgid = self.proc.process_group(pid).map_err(io)?.ok_or(KernelError::NoSuchProcess(pid))?;
+                let mut all = Vec::new();
+                for p in self.proc.pids().map_err(io)? {
+                    if self.proc.process_group(p).ok().flatten() == Some(pgid) {
+                        all.extend(self.proc.threads(p).map_err(io)?);
+                    }
+                }
+                all
+            }
+        })
+    }
+
+    fn self_cookie(&self, st: &State) -> Cookie {
+        SELF_COOKIE.with(|m| m.borrow().get(&self.id).copied()).unwrap_or(st.inherited)
+    }
+
+    fn set_self(&self, cookie: Cookie) {
+        SELF_COOKIE.with(|m| m.borrow_mut().insert(self.id, cookie));
+    }
+}
+
+impl CoreSched for FakeKernel {
+    fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
+        let mut st = self.lock();
+        st.calls.push(format!("get {pid}"));
+        self.check(&st, pid)?;
+        Ok(if pid == 0 { self.self_cookie(&st) } else { self.task_cookie(&st, pid) })
+    }
+
+    fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+        let mut st = self.lock();
+        st.calls.push(format!("create {pid}"));
+        self.check(&st, pid)?;
+        st.next += 0x40;
+        let cookie = st.next;
+        if pid == 0 {
+            self.set_self(cookie);
+            return Ok(());
+        }
+        for tid in self.targets(&st, pid, scope)? {
+            self.set_task(&mut st, tid, cookie);
+        }
+        Ok(())
+    }
+
+    fn share_to(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+        let mut st = self.lock();
+        st.calls.push(format!("share_to {pid}"));
+        self.check(&st, pid)?;
+        let cookie = self.self_cookie(&st);
+        for tid in self.targets(&st, pid, scope)? {
+            self.set_task(&mut st, tid, cookie);
+        }
+        Ok(())
+    }
+
+    fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
+        let mut st = self.lock();
+        st.calls.push(format!("share_from {pid}"));
+        self.check(&st, pid)?;
+        let cookie = self.task_cookie(&st, pid);
+        self.set_self(cookie);
+        Ok(())
+    }
+}
+
+/// Builds a fake `/proc` tree in a directory: processes with a start time, threads, a process
+/// group and a cgroup file. Used by unit tests that need pids without real processes.
+#[derive(Debug)]
+pub struct FakeProc {
+    root: std::path::PathBuf,
+}
+
+impl FakeProc {
+    /// A fake tree at `root` (created if missing).
+    pub fn new(root: impl Into<std::path::PathBuf>) -> std::io::Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(&root)?;
+        Ok(Self { root })
+    }
+
+    /// The tree as a [`ProcFs`].
+    pub fn procfs(&self) -> ProcFs {
+        ProcFs::new(&self.root)
+    }
+
+    /// Adds (or replaces) process `pid` started at `start_time` with `threads` extra threads
+    /// numbered `pid+1..`, in process group `pid` and cgroup `cgroup`.
+    pub fn spawn(&self, pid: Pid, start_time: u64, threads: u32, cgroup: &str) -> std::io::Result<()> {
+        let _ = std::fs::remove_dir_all(self.root.join(pid.to_string()));
+        let tids: Vec<Pid> = std::iter::once(pid).chain((1..=threads).map(|i| pid + i as Pid)).collect();
+        for &tid in &tids {
+            let dir = self.root.join(tid.to_string());
+            std::fs::create_dir_all(dir.join("task"))?;
+            let stat = format!("{tid} (fake) S 1 {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start_time} 0 0");
+            std::fs::write(dir.join("stat"), stat)?;
+            std::fs::write(dir.join("cgroup"), format!("0::{cgroup}\n"))?;
+        }
+        for &tid in &tids {
+            std::fs::create_dir_all(self.root.join(pid.to_string()).join("task").join(tid.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Removes process `pid` and its threads numbered `pid+1..=pid+threads`.
+    pub fn kill(&self, pid: Pid, threads: u32) -> std::io::Result<()> {
+        for tid in std::iter::once(pid).chain((1..=threads).map(|i| pid + i as Pid)) {
+            let _ = std::fs::remove_dir_all(self.root.join(tid.to_string()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, FakeProc, FakeKernel) {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path()).unwrap();
+        let k = FakeKernel::new(fp.procfs());
+        (dir, fp, k)
+    }
+
+    #[test]
+    fn create_covers_thread_group_and_get_is_per_thread() {
+        let (_d, fp, k) = setup();
+        fp.spawn(100, 5, 2, "/a").unwrap();
+        k.create(100, Scope::ThreadGroup).unwrap();
+        let c = k.get(100).unwrap();
+        assert_ne!(c, 0);
+        assert_eq!(k.get(101).unwrap(), c);
+        assert_eq!(k.get(102).unwrap(), c);
+        k.create(101, Scope::Thread).unwrap();
+        assert_ne!(k.get(101).unwrap(), c);
+        assert_eq!(k.get(100).unwrap(), c);
+    }
+
+    #[test]
+    fn dead_and_reused_pids() {
+        let (_d, fp, k) = setup();
+        fp.spawn(200, 5, 0, "/a").unwrap();
+        k.create(200, Scope::ThreadGroup).unwrap();
+        fp.kill(200, 0).unwrap();
+        assert_eq!(k.get(200), Err(KernelError::NoSuchProcess(200)));
+        fp.spawn(200, 9, 0, "/b").unwrap();
+        assert_eq!(k.get(200).unwrap(), 0, "a reused pid must not inherit the dead task's cookie");
+    }
+
+    #[test]
+    fn relay_threads_start_from_the_inherited_cookie() {
+        let (_d, fp, k) = setup();
+        fp.spawn(300, 5, 0, "/a").unwrap();
+        k.create(300, Scope::ThreadGroup).unwrap();
+        let c = k.get(300).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(k.get(0).unwrap(), 0);
+                k.share_from(300).unwrap();
+                assert_eq!(k.get(0).unwrap(), c);
+            });
+        });
+        // A new thread does not see the previous relay's cookie.
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(k.get(0).unwrap(), 0));
+        });
+        k.set_inherited(7);
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(k.get(0).unwrap(), 7));
+        });
+    }
+
+    #[test]
+    fn modes_and_denials() {
+        let (_d, fp, k) = setup();
+        fp.spawn(400, 5, 0, "/a").unwrap();
+        k.deny(400);
+        assert_eq!(k.get(400), Err(KernelError::PermissionDenied(400)));
+        k.set_mode(FakeMode::NoSmt);
+        assert_eq!(k.probe(), Err(KernelError::NoSmt));
+        k.set_mode(FakeMode::Unsupported);
+        assert_eq!(k.create(400, Scope::ThreadGroup), Err(KernelError::Unsupported));
+    }
+
+    #[test]
+    fn process_group_scope() {
+        let (_d, fp, k) = setup();
+        fp.spawn(500, 5, 1, "/a").unwrap();
+        fp.spawn(600, 5, 0, "/a").unwrap();
+        k.create(500, Scope::ProcessGroup).unwrap();
+        assert_ne!(k.get(501).unwrap(), 0);
+        assert_eq!(k.get(600).unwrap(), 0, "600 is its own process group");
+    }
+}

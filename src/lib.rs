@@ -1,0 +1,17 @@
+//! oci-coresched-hook: an OCI runtime hook that gives containers Linux core-scheduling cookies by
+//! group, so that tenants never share a physical core's SMT siblings while containers of one group
+//! still can. See `DESIGN.md`-level overview in the README.
+
+pub mod app;
+pub mod cgroup;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod hook;
+pub mod kernel;
+pub mod logging;
+pub mod policy;
+pub mod procfs;
+pub mod state;
+pub mod statedir;
+pub mod store;

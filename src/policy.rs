@@ -1,0 +1,337 @@
+//! The decision: OCI state + annotations + config → what to do with the container's cookie.
+//!
+//! A pure function, so it is tested exhaustively and `explain` can print it without touching the
+//! kernel or the cache. Annotations are user-controlled; anything invalid falls back to a cookie of
+//! the container's own, which can never widen sharing.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::config::Config;
+
+/// Our group annotation.
+pub const ANN_GROUP: &str = "oci-coresched-hook/group";
+/// Our policy annotation.
+pub const ANN_POLICY: &str = "oci-coresched-hook/policy";
+/// Koordinator's group annotation.
+pub const KOORD_GROUP: &str = "koordinator.sh/core-sched-group-id";
+/// Koordinator's policy annotation.
+pub const KOORD_POLICY: &str = "koordinator.sh/core-sched-policy";
+/// Koordinator's QoS class (LSE, LSR, LS, BE, SYSTEM).
+pub const KOORD_QOS: &str = "koordinator.sh/qosClass";
+/// Pod sandbox id, containerd then CRI-O.
+pub const SANDBOX_ID: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID"];
+/// Pod uid, CRI-O / kubelet then containerd.
+pub const POD_UID: [&str; 2] = ["io.kubernetes.pod.uid", "io.kubernetes.cri.sandbox-uid"];
+/// Pod namespace, CRI-O / kubelet then containerd.
+pub const POD_NAMESPACE: [&str; 2] = ["io.kubernetes.pod.namespace", "io.kubernetes.cri.sandbox-namespace"];
+/// Suffix of a QoS class's expeller group (Koordinator's).
+pub const EXPELLER_SUFFIX: &str = "-expeller";
+
+/// Longest group name accepted in an annotation.
+pub const MAX_GROUP_LEN: usize = 63;
+/// Longest id (container, sandbox, pod uid) accepted.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Where in its life the container is, from the stage flag or the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lifecycle {
+    /// Its init exists and needs its cookie (createRuntime, prestart, poststart).
+    Ensure,
+    /// It has stopped.
+    Forget,
+    /// A stage at which there is nothing to do (startContainer, createContainer).
+    Skip,
+}
+
+/// What the hook does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Give the init its group's cookie.
+    Ensure,
+    /// Give the init cookie 0 (and leave any group).
+    Clear,
+    /// Remove the container from the cache.
+    Forget,
+    /// Do nothing.
+    Skip,
+}
+
+/// The container's core-scheduling policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Share with the group (named, else the pod, else the container alone).
+    Default,
+    /// A cookie for the pod (or container) alone, whatever group is named.
+    Exclusive,
+    /// No cookie.
+    None,
+}
+
+/// The input of a decision.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    /// Where the container is in its life.
+    pub lifecycle: Lifecycle,
+    /// Container id (runtime-provided).
+    pub container_id: &'a str,
+    /// Init pid, if any.
+    pub pid: Option<i64>,
+    /// Annotations of the state and the bundle's config.
+    pub annotations: &'a BTreeMap<String, String>,
+    /// `linux.cgroupsPath` of the bundle's config, for the Kubernetes QoS.
+    pub cgroups_path: Option<&'a str>,
+}
+
+/// The decision; its JSON form is what `explain` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// What to do.
+    pub action: Action,
+    /// Container id.
+    pub container_id: String,
+    /// Init pid.
+    pub pid: Option<i64>,
+    /// Policy in force.
+    pub policy: Policy,
+    /// Group key in the cache (`<namespace>/<group>` when namespaced).
+    pub group: Option<String>,
+    /// Pod namespace, when known.
+    pub namespace: Option<String>,
+    /// QoS class whose rule applied.
+    pub qos: Option<String>,
+    /// Whether `cpu.idle` is written.
+    pub sched_idle: bool,
+    /// Why.
+    pub reason: String,
+    /// An annotation that was rejected; the container then gets a cookie of its own.
+    pub invalid: Option<String>,
+}
+
+/// A container id that cannot even name a cache row: the input itself is bad.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid container id {0:?}: expected 1-{MAX_ID_LEN} characters of [A-Za-z0-9._-]")]
+pub struct BadContainerId(pub String);
+
+fn id_chars_ok(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+}
+
+/// Checks a group name: 1-63 characters of `[A-Za-z0-9._-]`, starting and ending alphanumeric.
+pub fn validate_group(name: &str) -> Result<(), String> {
+    if id_chars_ok(name, MAX_GROUP_LEN) && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric() {
+        Ok(())
+    } else {
+        Err(format!(
+            "group {:?} is invalid: expected 1-{MAX_GROUP_LEN} characters of [A-Za-z0-9._-], starting and ending with a letter or digit",
+            truncate(name)
+        ))
+    }
+}
+
+/// Checks a namespace: a DNS label (1-63 of `[a-z0-9-]`, alphanumeric at both ends).
+pub fn validate_namespace(ns: &str) -> Result<(), String> {
+    let ok = !ns.is_empty()
+        && ns.len() <= 63
+        && ns.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !ns.starts_with('-')
+        && !ns.ends_with('-');
+    if ok { Ok(()) } else { Err(format!("namespace {:?} is not a valid DNS label", truncate(ns))) }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+fn first<'a>(ann: &'a BTreeMap<String, String>, keys: &[&'static str]) -> Option<(&'static str, &'a str)> {
+    keys.iter().find_map(|k| ann.get(*k).map(|v| (*k, v.as_str())))
+}
+
+/// The Kubernetes QoS class implied by a kubelet cgroup parent, mapped to Koordinator's rule:
+/// BestEffort → BE, Burstable and Guaranteed → LS. `None` outside Kubernetes.
+pub fn kube_qos_from_cgroup(path: &str) -> Option<&'static str> {
+    let p = path.to_ascii_lowercase();
+    if !p.contains("kubepods") {
+        return None;
+    }
+    if p.contains("besteffort") { Some("BE") } else { Some("LS") }
+}
+
+/// Decides what to do with a container.
+pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContainerId> {
+    let ann = input.annotations;
+    if !id_chars_ok(input.container_id, MAX_ID_LEN) {
+        return Err(BadContainerId(truncate(input.container_id)));
+    }
+    let mut d = Decision {
+        action: Action::Ensure,
+        container_id: input.container_id.to_string(),
+        pid: input.pid,
+        policy: Policy::Default,
+        group: None,
+        namespace: None,
+        qos: None,
+        sched_idle: false,
+        reason: String::new(),
+        invalid: None,
+    };
+    let mut problems: Vec<String> = Vec::new();
+
+    // Namespace: scopes every group key, so an invalid one is a problem, not a blank.
+    if let Some((_, ns)) = first(ann, &POD_NAMESPACE) {
+        match validate_namespace(ns) {
+            Ok(()) => d.namespace = Some(ns.to_string()),
+            Err(e) => problems.push(e),
+        }
+    }
+
+    // QoS class: Koordinator's annotation, else the kubelet cgroup parent.
+    let qos = match first(ann, &[KOORD_QOS]) {
+        Some((_, "SYSTEM")) => Some("SYSTEM"),
+        Some((_, q)) => match ["LSE", "LSR", "LS", "BE"].into_iter().find(|c| *c == q) {
+            Some(c) => Some(c),
+            None => {
+                problems.push(format!("{KOORD_QOS} {:?} is not one of LSE, LSR, LS, BE, SYSTEM", truncate(q)));
+                None
+            }
+        },
+        None => input.cgroups_path.and_then(kube_qos_from_cgroup),
+    };
+    d.qos = qos.map(str::to_string);
+
+    // Policy: ours, else Koordinator's.
+    let policy_ann = first(ann, &[ANN_POLICY]).or_else(|| first(ann, &[KOORD_POLICY]));
+    match policy_ann {
+        None | Some((_, "")) | Some((_, "default")) => {}
+        Some((_, "exclusive")) => d.policy = Policy::Exclusive,
+        Some((_, "none")) => d.policy = Policy::None,
+        Some((key, other)) => problems.push(format!(
+            "{key} {:?} is not one of default, exclusive, none",
+            truncate(other)
+        )),
+    }
+
+    // Stage first: a stopped container is forgotten whatever its annotations say.
+    match input.lifecycle {
+        Lifecycle::Forget => {
+            d.action = Action::Forget;
+            d.reason = "container stopped: forget it and drop its group when empty".into();
+            return Ok(d);
+        }
+        Lifecycle::Skip => {
+            d.action = Action::Skip;
+            d.reason = "nothing to do at this stage".into();
+            return Ok(d);
+        }
+        Lifecycle::Ensure => {}
+    }
+    match input.pid {
+        Some(p) if p > 1 => {}
+        other => {
+            d.action = Action::Skip;
+            d.reason = match other {
+                None => "state has no pid: nothing to give a cookie to".into(),
+                Some(p) => format!("pid {p} is not a container init (pid <= 1 is never touched)"),
+            };
+            return Ok(d);
+        }
+    }
+    if qos == Some("SYSTEM") {
+        d.action = Action::Skip;
+        d.reason = "QoS class SYSTEM is never touched".into();
+        return Ok(d);
+    }
+    let rule = qos.map(|q| config.rule(q)).unwrap_or_default();
+    d.sched_idle = rule.sched_idle;
+
+    let ns_prefix = |key: String, scoped: bool| match (&d.namespace, scoped) {
+        (Some(ns), true) => format!("{ns}/{key}"),
+        _ => key,
+    };
+    let own = format!("container:{}", input.container_id);
+
+    if !problems.is_empty() {
+        d.invalid = Some(problems.join("; "));
+        d.group = Some(ns_prefix(own, true));
+        d.reason = "invalid annotation: the container gets a cookie of its own".into();
+        return Ok(d);
+    }
+    if !rule.enable {
+        d.action = Action::Clear;
+        d.reason = format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-"));
+        return Ok(d);
+    }
+    let pod = |keys: &[&'static str]| -> Result<Option<String>, String> {
+        match first(ann, keys) {
+            None => Ok(None),
+            Some((_, v)) if id_chars_ok(v, MAX_ID_LEN) => Ok(Some(v.to_string())),
+            Some((key, v)) => Err(format!("{key} {:?} is not a valid id", truncate(v))),
+        }
+    };
+    let (key, reason) = match d.policy {
+        Policy::None => {
+            d.action = Action::Clear;
+            d.reason = "policy none: the container runs without a cookie".into();
+            return Ok(d);
+        }
+        Policy::Exclusive => match pod(&POD_UID) {
+            Ok(Some(uid)) => (format!("exclusive:{uid}"), "policy exclusive: a cookie for the pod alone".to_string()),
+            Ok(None) => (own.clone(), "policy exclusive: a cookie for the container alone".to_string()),
+            Err(e) => {
+                problems.push(e);
+                (own.clone(), String::new())
+            }
+        },
+        Policy::Default => {
+            let named = first(ann, &[ANN_GROUP]).or_else(|| first(ann, &[KOORD_GROUP]));
+            match named {
+                Some((key, g)) if !g.is_empty() => match validate_group(g) {
+                    Ok(()) => (g.to_string(), format!("group named by {key}")),
+                    Err(e) => {
+                        problems.push(format!("{key}: {e}"));
+                        (own.clone(), String::new())
+                    }
+                },
+                _ => match pod(&SANDBOX_ID).and_then(|s| match s {
+                    Some(s) => Ok(Some(s)),
+                    None => pod(&POD_UID),
+                }) {
+                    Ok(Some(id)) => (format!("pod:{id}"), "default group: the pod".to_string()),
+                    Ok(None) => (own.clone(), "default group: the container alone (no pod annotations)".to_string()),
+                    Err(e) => {
+                        problems.push(e);
+                        (own.clone(), String::new())
+                    }
+                },
+            }
+        }
+    };
+    if !problems.is_empty() {
+        d.invalid = Some(problems.join("; "));
+        d.group = Some(ns_prefix(own, true));
+        d.reason = "invalid annotation: the container gets a cookie of its own".into();
+        return Ok(d);
+    }
+    let named = !key.contains(':');
+    let scoped = !(named && config.allow_cross_namespace_groups);
+    let mut group = ns_prefix(key, scoped);
+    let mut reason = reason;
+    if rule.core_expeller {
+        group.push_str(EXPELLER_SUFFIX);
+        reason.push_str(&format!(", expeller group of QoS class {}", qos.unwrap_or("-")));
+    }
+    d.group = Some(group);
+    d.reason = reason;
+    Ok(d)
+}
+
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

@@ -1,0 +1,184 @@
+//! Reads of `/proc` (root passed in, so tests point it at a temp dir): task identity by
+//! pid + start time, the threads of a process, its cgroup, and the processes of a cgroup.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::kernel::Pid;
+
+/// A task identity that survives pid reuse: the pid plus its start time
+/// (`/proc/PID/stat` field 22, clock ticks since boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskId {
+    /// The pid in the host pid namespace.
+    pub pid: Pid,
+    /// Start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+/// A `/proc` tree.
+#[derive(Debug, Clone)]
+pub struct ProcFs {
+    root: PathBuf,
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        Self::new("/proc")
+    }
+}
+
+/// Parses the fields of a `/proc/PID/stat` line after the command name.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    // The command name (field 2) is in parentheses and may itself contain spaces and ')'.
+    let close = stat.rfind(')')?;
+    Some(stat[close + 1..].split_ascii_whitespace().collect())
+}
+
+impl ProcFs {
+    /// A `/proc` tree rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn read(&self, pid: Pid, file: &str) -> io::Result<Option<String>> {
+        match std::fs::read_to_string(self.root.join(pid.to_string()).join(file)) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn stat_field(&self, pid: Pid, field: usize) -> io::Result<Option<u64>> {
+        let Some(stat) = self.read(pid, "stat")? else { return Ok(None) };
+        // Field numbers are 1-based and the fields after the name start at field 3.
+        let value = stat_fields(&stat)
+            .and_then(|f| f.get(field - 3).and_then(|v| v.parse::<i64>().ok()))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("malformed /proc/{pid}/stat")))?;
+        Ok(Some(value as u64))
+    }
+
+    /// The identity of `pid` now, or `None` when no such process exists.
+    pub fn task(&self, pid: Pid) -> io::Result<Option<TaskId>> {
+        if pid <= 0 {
+            return Ok(None);
+        }
+        Ok(self.stat_field(pid, 22)?.map(|start_time| TaskId { pid, start_time }))
+    }
+
+    /// True when `id.pid` is alive and is still the same task (start time matches).
+    pub fn is_same(&self, id: TaskId) -> io::Result<bool> {
+        Ok(self.task(id.pid)? == Some(id))
+    }
+
+    /// The process group of `pid`, or `None` when no such process exists.
+    pub fn process_group(&self, pid: Pid) -> io::Result<Option<Pid>> {
+        Ok(self.stat_field(pid, 5)?.map(|v| v as Pid))
+    }
+
+    /// The thread ids of process `pid` (empty when it does not exist).
+    pub fn threads(&self, pid: Pid) -> io::Result<Vec<Pid>> {
+        let dir = self.root.join(pid.to_string()).join("task");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e),
+        };
+        let mut tids: Vec<Pid> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
+    /// Every pid currently listed at the top of the tree.
+    pub fn pids(&self) -> io::Result<Vec<Pid>> {
+        let mut pids: Vec<Pid> = std::fs::read_dir(&self.root)?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    /// The cgroup of `pid` as a path relative to the cgroup mount: the unified (v2) entry when
+    /// there is one, else the v1 `cpu` controller's. `None` when the process does not exist.
+    pub fn cgroup(&self, pid: Pid) -> io::Result<Option<String>> {
+        let Some(text) = self.read(pid, "cgroup")? else { return Ok(None) };
+        Ok(parse_cgroup(&text))
+    }
+}
+
+/// Picks the cgroup path out of a `/proc/PID/cgroup` file: `0::PATH` (v2) first, else the v1
+/// hierarchy that carries the `cpu` controller.
+pub fn parse_cgroup(text: &str) -> Option<String> {
+    let mut v1_cpu = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if id == "0" && ctrls.is_empty() {
+            return Some(path.to_string());
+        }
+        if ctrls.split(',').any(|c| c == "cpu") {
+            v1_cpu = Some(path.to_string());
+        }
+    }
+    v1_cpu
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_even_with_parens_in_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("42");
+        std::fs::create_dir_all(&p).unwrap();
+        // comm contains ") (" to make sure the parser anchors on the last ')'.
+        let stat = "42 (we) (ird) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
+        std::fs::write(p.join("stat"), stat).unwrap();
+        let proc = ProcFs::new(dir.path());
+        assert_eq!(proc.task(42).unwrap(), Some(TaskId { pid: 42, start_time: 98765 }));
+        assert_eq!(proc.process_group(42).unwrap(), Some(42));
+        assert_eq!(proc.task(43).unwrap(), None);
+        assert_eq!(proc.task(0).unwrap(), None);
+    }
+
+    #[test]
+    fn malformed_stat_is_an_error_not_a_guess() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("7")).unwrap();
+        std::fs::write(dir.path().join("7/stat"), "7 (x) S 1").unwrap();
+        assert!(ProcFs::new(dir.path()).task(7).is_err());
+    }
+
+    #[test]
+    fn own_process_is_found_in_real_proc() {
+        let proc = ProcFs::default();
+        let me = std::process::id() as Pid;
+        let id = proc.task(me).unwrap().unwrap();
+        assert!(proc.is_same(id).unwrap());
+        assert!(!proc.is_same(TaskId { pid: me, start_time: id.start_time + 1 }).unwrap());
+        assert!(proc.threads(me).unwrap().contains(&me));
+    }
+
+    #[test]
+    fn cgroup_prefers_unified_then_v1_cpu() {
+        let v2 = "0::/kubepods.slice/pod1/cri-abc\n";
+        assert_eq!(parse_cgroup(v2).as_deref(), Some("/kubepods.slice/pod1/cri-abc"));
+        let hybrid = "12:cpu,cpuacct:/docker/x\n1:name=systemd:/docker/x\n0::/docker/x2\n";
+        assert_eq!(parse_cgroup(hybrid).as_deref(), Some("/docker/x2"));
+        let v1 = "4:memory:/a\n3:cpuacct,cpu:/b\n";
+        assert_eq!(parse_cgroup(v1).as_deref(), Some("/b"));
+        assert_eq!(parse_cgroup("garbage"), None);
+    }
+}

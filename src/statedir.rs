@@ -1,0 +1,154 @@
+//! The state directory (`/run/oci-coresched-hook` by default): created 0700, refused when it is
+//! not a directory, owned by someone else or open to group/others, and the bounded-wait lock file
+//! that serialises every read → decide → prctl → write.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/run/oci-coresched-hook";
+
+/// Problems with the directory or the lock.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    /// Could not create or inspect it.
+    #[error("failed to prepare state dir {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// It exists but is unsafe or unusable.
+    #[error("state dir {path} is unusable: {problem}")]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Another hook held the lock for longer than the timeout.
+    #[error("failed to take the state lock {path}: still held by another process after {waited:?}")]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+}
+
+/// A checked state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    path: PathBuf,
+}
+
+/// The held lock; dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub struct LockGuard {
+    _file: File,
+}
+
+impl StateDir {
+    /// Creates the directory (0700) if missing and checks that it is safe to use.
+    pub fn open(path: &Path) -> Result<Self, DirError> {
+        let io = |source| DirError::Io { path: path.to_path_buf(), source };
+        let unsafe_ = |problem: String| DirError::Unsafe { path: path.to_path_buf(), problem };
+        match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
+        let meta = std::fs::symlink_metadata(path).map_err(io)?;
+        if !meta.is_dir() {
+            return Err(unsafe_("not a directory".into()));
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        if meta.uid() != euid {
+            return Err(unsafe_(format!("owned by uid {}, expected {euid}", meta.uid())));
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(unsafe_(format!("mode {mode:04o} lets other users in; expected 0700")));
+        }
+        Ok(Self { path: path.to_path_buf() })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The SQLite cache file.
+    pub fn db_path(&self) -> PathBuf {
+        self.path.join("cache.db")
+    }
+
+    /// The lock file.
+    pub fn lock_path(&self) -> PathBuf {
+        self.path.join("lock")
+    }
+
+    /// Takes the exclusive lock, polling for at most `timeout`.
+    pub fn lock(&self, timeout: Duration) -> Result<LockGuard, DirError> {
+        let path = self.lock_path();
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|source| DirError::Io { path: path.clone(), source })?;
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(LockGuard { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(source)) => return Err(DirError::Io { path, source }),
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(DirError::LockTimeout { path, waited });
+            }
+            std::thread::sleep(pause.min(timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_0700_and_refuses_unsafe_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a/b");
+        let d = StateDir::open(&p).unwrap();
+        assert_eq!(std::fs::metadata(d.path()).unwrap().permissions().mode() & 0o777, 0o700);
+
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = StateDir::open(&p).unwrap_err().to_string();
+        assert!(e.contains("mode 0755"), "{e}");
+
+        let f = tmp.path().join("file");
+        std::fs::write(&f, "").unwrap();
+        assert!(StateDir::open(&f).unwrap_err().to_string().contains("not a directory"));
+    }
+
+    #[test]
+    fn lock_times_out_while_held_and_is_free_after_drop() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = StateDir::open(tmp.path()).unwrap();
+        let held = d.lock(Duration::from_millis(100)).unwrap();
+        let e = d.lock(Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(e, DirError::LockTimeout { .. }), "{e}");
+        drop(held);
+        d.lock(Duration::from_millis(50)).unwrap();
+    }
+}

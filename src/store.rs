@@ -1,0 +1,403 @@
+//! The SQLite cache of groups, members and counters, opened only under the state lock.
+//!
+//! The kernel is the truth and this file a cache of it: a corrupt, truncated or foreign database
+//! is moved aside (kept for inspection, never deleted) and a fresh one is created. The file lives
+//! on tmpfs, is guarded by our own flock and can be rebuilt, so durability is chosen for speed
+//! (see [`Store::open`]).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::kernel::{Cookie, Pid};
+
+/// Marks the file as ours (`PRAGMA application_id`, "OCSH").
+pub const APPLICATION_ID: i32 = 0x4f43_5348;
+/// Current schema version (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE groups (
+    key        TEXT PRIMARY KEY NOT NULL,
+    created_at INTEGER NOT NULL,
+    ok         INTEGER NOT NULL DEFAULT 0,
+    failed     INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE members (
+    container_id TEXT PRIMARY KEY NOT NULL,
+    group_key    TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    start_time   INTEGER NOT NULL,
+    cookie       INTEGER NOT NULL,
+    cgroup       TEXT,
+    namespace    TEXT,
+    seq          INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+);
+CREATE INDEX members_by_group ON members (group_key, seq);
+CREATE TABLE failures (
+    reason TEXT PRIMARY KEY NOT NULL,
+    count  INTEGER NOT NULL
+);
+";
+
+/// Cache errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("failed to use the cache {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        source: rusqlite::Error,
+    },
+    /// Moving a bad database aside failed.
+    #[error("failed to move the unusable cache {path} aside: {source}")]
+    Quarantine {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// True when the database file itself is damaged (so moving it aside and retrying helps).
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            StoreError::Sqlite { source, .. } => is_corrupt(source),
+            StoreError::Quarantine { .. } => false,
+        }
+    }
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// One container of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Container id.
+    pub container_id: String,
+    /// Group key.
+    pub group: String,
+    /// Init pid.
+    pub pid: Pid,
+    /// Init start time (`/proc/PID/stat` field 22).
+    pub start_time: u64,
+    /// Cookie seen at the last check.
+    pub cookie: Cookie,
+    /// Cgroup path of the init, relative to the cgroup mount.
+    pub cgroup: Option<String>,
+    /// Pod namespace.
+    pub namespace: Option<String>,
+    /// Join order within the cache; the lowest live one is the group's oldest member.
+    pub seq: i64,
+    /// Unix time of joining.
+    pub created_at: i64,
+    /// Unix time of the last check.
+    pub updated_at: i64,
+}
+
+/// Per-group counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRow {
+    /// Group key.
+    pub key: String,
+    /// Unix time of creation.
+    pub created_at: i64,
+    /// Successful ensures.
+    pub ok: u64,
+    /// Failed ensures.
+    pub failed: u64,
+}
+
+/// An open cache. Only ever used while the state lock is held.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    /// Where a damaged database was moved when this one was created, if that happened.
+    pub quarantined: Option<PathBuf>,
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+enum Verdict {
+    Ready,
+    Fresh,
+    Foreign(String),
+}
+
+impl Store {
+    /// Opens (creating or replacing as needed) the cache at `path`.
+    ///
+    /// Durability: `journal_mode=WAL` with `synchronous=OFF`. The file is on tmpfs (fsync buys
+    /// nothing), every writer holds our flock, and a lost or damaged file is rebuilt from the
+    /// kernel, so waiting for the disk would only slow every container start.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        match Self::open_once(path) {
+            Ok((conn, Verdict::Ready)) => Ok(Self { conn, path: path.to_path_buf(), quarantined: None }),
+            Ok((conn, Verdict::Fresh)) => {
+                let mut s = Self { conn, path: path.to_path_buf(), quarantined: None };
+                s.create_schema()?;
+                Ok(s)
+            }
+            Ok((conn, Verdict::Foreign(why))) => {
+                drop(conn);
+                Self::quarantine(path, &why)
+            }
+            Err(e) if is_corrupt(&e) => Self::quarantine(path, "corrupt"),
+            Err(source) => Err(StoreError::Sqlite { path: path.to_path_buf(), source }),
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<(Connection, Verdict), rusqlite::Error> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(2))?;
+        conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
+        let (app, version): (i32, i32) =
+            conn.query_row("SELECT application_id, user_version FROM pragma_application_id, pragma_user_version", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        let verdict = if app == 0 && version == 0 {
+            let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            if tables == 0 { Verdict::Fresh } else { Verdict::Foreign("foreign".into()) }
+        } else if app != APPLICATION_ID {
+            Verdict::Foreign("foreign".into())
+        } else if version > SCHEMA_VERSION {
+            Verdict::Foreign(format!("newer-v{version}"))
+        } else if version < SCHEMA_VERSION {
+            // No older released schema exists yet; a future migration goes here.
+            Verdict::Foreign(format!("older-v{version}"))
+        } else {
+            Verdict::Ready
+        };
+        Ok((conn, verdict))
+    }
+
+    /// Moves a bad database (and its WAL/SHM files) aside and creates a fresh one.
+    pub fn quarantine(path: &Path, why: &str) -> Result<Self, StoreError> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let aside = PathBuf::from(format!("{}.{why}-{stamp}", path.display()));
+        std::fs::rename(path, &aside).map_err(|source| StoreError::Quarantine { path: path.to_path_buf(), source })?;
+        for ext in ["-wal", "-shm"] {
+            let side = PathBuf::from(format!("{}{ext}", path.display()));
+            if side.exists() {
+                let _ = std::fs::rename(&side, format!("{}{ext}", aside.display()));
+            }
+        }
+        log::warn!("moved unusable cache {} aside to {} ({why}); starting a fresh one", path.display(), aside.display());
+        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
+        let mut s = Self { conn, path: path.to_path_buf(), quarantined: Some(aside) };
+        s.conn
+            .execute_batch("PRAGMA synchronous = OFF;")
+            .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
+        s.create_schema()?;
+        Ok(s)
+    }
+
+    fn create_schema(&mut self) -> Result<(), StoreError> {
+        let sql = format!(
+            "PRAGMA journal_mode = WAL; BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; \
+             PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        );
+        self.conn.execute_batch(&sql).map_err(|e| self.err(e))
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite { path: self.path.clone(), source }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts a write transaction; every change until [`Store::commit`] lands together.
+    pub fn begin(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))
+    }
+
+    /// Commits the transaction started by [`Store::begin`].
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))
+    }
+
+    /// Abandons the transaction started by [`Store::begin`].
+    pub fn rollback(&self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    fn row_to_member(r: &rusqlite::Row<'_>) -> rusqlite::Result<Member> {
+        Ok(Member {
+            container_id: r.get(0)?,
+            group: r.get(1)?,
+            pid: r.get(2)?,
+            start_time: r.get::<_, i64>(3)? as u64,
+            cookie: r.get::<_, i64>(4)? as u64,
+            cgroup: r.get(5)?,
+            namespace: r.get(6)?,
+            seq: r.get(7)?,
+            created_at: r.get(8)?,
+            updated_at: r.get(9)?,
+        })
+    }
+
+    const MEMBER_COLS: &'static str =
+        "container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at";
+
+    /// Members of `group`, oldest first.
+    pub fn members(&self, group: &str) -> Result<Vec<Member>, StoreError> {
+        let sql = format!("SELECT {} FROM members WHERE group_key = ?1 ORDER BY seq", Self::MEMBER_COLS);
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = st.query_map([group], Self::row_to_member).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Every member, by group then age.
+    pub fn all_members(&self) -> Result<Vec<Member>, StoreError> {
+        let sql = format!("SELECT {} FROM members ORDER BY group_key, seq", Self::MEMBER_COLS);
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = st.query_map([], Self::row_to_member).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// The cached row of a container.
+    pub fn member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
+        let sql = format!("SELECT {} FROM members WHERE container_id = ?1", Self::MEMBER_COLS);
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        st.query_row([container_id], Self::row_to_member).optional().map_err(|e| self.err(e))
+    }
+
+    /// Inserts or updates a member (creating its group row); a new member gets the next `seq`.
+    /// Returns the stored row.
+    pub fn upsert_member(&self, m: &Member) -> Result<Member, StoreError> {
+        let t = now();
+        self.conn
+            .prepare_cached("INSERT OR IGNORE INTO groups (key, created_at) VALUES (?1, ?2)")
+            .and_then(|mut s| s.execute(params![m.group, t]))
+            .map_err(|e| self.err(e))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO members (container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM members), ?8, ?8)
+                 ON CONFLICT (container_id) DO UPDATE SET
+                   seq = CASE WHEN group_key = excluded.group_key AND pid = excluded.pid
+                                   AND start_time = excluded.start_time THEN seq ELSE excluded.seq END,
+                   group_key = excluded.group_key, pid = excluded.pid, start_time = excluded.start_time,
+                   cookie = excluded.cookie, cgroup = excluded.cgroup, namespace = excluded.namespace,
+                   updated_at = excluded.updated_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    m.container_id,
+                    m.group,
+                    m.pid,
+                    m.start_time as i64,
+                    m.cookie as i64,
+                    m.cgroup,
+                    m.namespace,
+                    t
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(self.member(&m.container_id)?.expect("row just written"))
+    }
+
+    /// Records the cookie seen on a member now.
+    pub fn set_cookie(&self, container_id: &str, cookie: Cookie) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("UPDATE members SET cookie = ?2, updated_at = ?3 WHERE container_id = ?1")
+            .and_then(|mut s| s.execute(params![container_id, cookie as i64, now()]))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Removes a container; drops its group when that leaves it empty. Returns the removed row.
+    pub fn remove_member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
+        let Some(m) = self.member(container_id)? else { return Ok(None) };
+        self.conn
+            .prepare_cached("DELETE FROM members WHERE container_id = ?1")
+            .and_then(|mut s| s.execute([container_id]))
+            .map_err(|e| self.err(e))?;
+        self.drop_group_if_empty(&m.group)?;
+        Ok(Some(m))
+    }
+
+    /// Deletes a group row (and its counters) when it has no members. Returns whether it did.
+    pub fn drop_group_if_empty(&self, group: &str) -> Result<bool, StoreError> {
+        self.conn
+            .prepare_cached("DELETE FROM groups WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM members WHERE group_key = ?1)")
+            .and_then(|mut s| s.execute([group]))
+            .map(|n| n > 0)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Counts one ensure of `group` as a success or failure.
+    pub fn count(&self, group: &str, ok: bool) -> Result<(), StoreError> {
+        let sql = if ok {
+            "INSERT INTO groups (key, created_at, ok) VALUES (?1, ?2, 1) ON CONFLICT (key) DO UPDATE SET ok = ok + 1"
+        } else {
+            "INSERT INTO groups (key, created_at, failed) VALUES (?1, ?2, 1) ON CONFLICT (key) DO UPDATE SET failed = failed + 1"
+        };
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params![group, now()]))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Counts one hook failure by reason.
+    pub fn count_failure(&self, reason: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("INSERT INTO failures (reason, count) VALUES (?1, 1) ON CONFLICT (reason) DO UPDATE SET count = count + 1")
+            .and_then(|mut s| s.execute([reason]))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// All groups with their counters.
+    pub fn groups(&self) -> Result<Vec<GroupRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT key, created_at, ok, failed FROM groups ORDER BY key")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(GroupRow { key: r.get(0)?, created_at: r.get(1)?, ok: r.get::<_, i64>(2)? as u64, failed: r.get::<_, i64>(3)? as u64 })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Hook failures by reason.
+    pub fn failures(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self.conn.prepare_cached("SELECT reason, count FROM failures ORDER BY reason").map_err(|e| self.err(e))?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// `PRAGMA integrity_check` result (`"ok"` when healthy).
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;
