@@ -63,7 +63,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let (config, config_error) = load_config(&cli);
     let level_name = cli.log_level.clone().unwrap_or_else(|| config.log_level.clone());
     let Some(level) = logging::parse_level(&level_name) else {
-        eprintln!("oci-coresched-hook: error: invalid log level {level_name:?}: expected off, error, warn, info, debug or trace");
+        eprintln!(
+            "oci-coresched-hook: error: invalid log level {level_name:?}: expected off, error, warn, info, debug or trace"
+        );
         return ExitCode::from(EXIT_USAGE);
     };
     let is_hook = matches!(cli.command, Command::Hook { .. });
@@ -156,7 +158,11 @@ fn report(d: &crate::policy::Decision, done: &Done) {
                 d.reason
             );
             if !o.converged.is_empty() {
-                log::warn!("group {group} had members on another cookie; moved {} to {}", o.converged.join(", "), CookieHex(o.cookie));
+                log::warn!(
+                    "group {group} had members on another cookie; moved {} to {}",
+                    o.converged.join(", "),
+                    CookieHex(o.cookie)
+                );
             }
             if let Some(old) = &o.left {
                 log::info!("container {id} moved from group {old} to {group}");
@@ -176,7 +182,9 @@ fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
         print_error(&err);
         ExitCode::from(EXIT_FAILED)
     } else {
-        log::warn!("{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)");
+        log::warn!(
+            "{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)"
+        );
         ExitCode::from(EXIT_OK)
     }
 }

@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::kernel::{CoreSched, Cookie, CookieHex, KernelError, Pid, Scope};
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid, Scope};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store, StoreError};
 
@@ -147,10 +147,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     }
 
     fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
-        self.proc
-            .task(pid)
-            .map_err(|source| EngineError::Proc { pid, source })?
-            .ok_or(EngineError::TargetGone(pid))
+        self.proc.task(pid).map_err(|source| EngineError::Proc { pid, source })?.ok_or(EngineError::TargetGone(pid))
     }
 
     fn same(&self, id: TaskId) -> Result<bool, EngineError> {
@@ -191,7 +188,9 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             let live = self.live_members(&req.group, &mut dropped)?;
             // The oldest member holding a cookie defines the group's cookie. The container itself
             // counts when the cache already has it with this very init (poststart after createRuntime).
-            let source = live.iter().find(|l| l.cookie != 0 && (l.member.container_id != req.container_id || l.member.pid == req.pid));
+            let source = live
+                .iter()
+                .find(|l| l.cookie != 0 && (l.member.container_id != req.container_id || l.member.pid == req.pid));
             let (cookie, via, converged) = match source {
                 Some(src) => {
                     let mut targets: Vec<(String, Pid)> = live
@@ -199,7 +198,8 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                         .filter(|l| l.cookie != src.cookie && l.member.container_id != req.container_id)
                         .map(|l| (l.member.container_id.clone(), l.member.pid))
                         .collect();
-                    let current = self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
+                    let current =
+                        self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
                     if current != src.cookie {
                         targets.push((req.container_id.clone(), req.pid));
                     }
@@ -226,7 +226,9 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                     }
                 }
                 None => {
-                    self.kernel.create(req.pid, Scope::ThreadGroup).map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
+                    self.kernel
+                        .create(req.pid, Scope::ThreadGroup)
+                        .map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
                     let cookie = self.verify(req.pid, None)?;
                     // Live members that lost their cookie (still 0) join the new one.
                     let targets: Vec<(String, Pid)> = live
@@ -276,9 +278,11 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     fn verify(&self, pid: Pid, expected: Option<Cookie>) -> Result<Cookie, EngineError> {
         let found = self.kernel.get(pid).map_err(kerr(format!("read back the cookie of pid {pid}")))?;
         match expected {
-            Some(want) if found != want => {
-                Err(EngineError::Verify { what: format!("pid {pid}"), expected: CookieHex(want), found: CookieHex(found) })
-            }
+            Some(want) if found != want => Err(EngineError::Verify {
+                what: format!("pid {pid}"),
+                expected: CookieHex(want),
+                found: CookieHex(found),
+            }),
             None if found == 0 => {
                 Err(EngineError::Verify { what: format!("pid {pid}"), expected: CookieHex(1), found: CookieHex(0) })
             }
@@ -297,7 +301,9 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                     e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
                 })?;
                 // The pid must still be the member we verified, or we pulled a stranger's cookie.
-                let same = proc.is_same(src).map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
+                let same = proc
+                    .is_same(src)
+                    .map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
                 if !same {
                     return Err(RelayError::SourceGone);
                 }

@@ -149,7 +149,9 @@ pub fn bundle_info(state: &State) -> BundleInfo {
             info.cgroups_path =
                 spec.linux().as_ref().and_then(|l| l.cgroups_path().as_ref()).map(|p| p.to_string_lossy().into_owned());
         }
-        Err(e) => log::warn!("failed to read bundle config {}: {e}; using the state's annotations only", path.display()),
+        Err(e) => {
+            log::warn!("failed to read bundle config {}: {e}; using the state's annotations only", path.display())
+        }
     }
     info
 }
@@ -157,10 +159,11 @@ pub fn bundle_info(state: &State) -> BundleInfo {
 /// The decision for a state (what `explain` prints).
 pub fn decide(state: &State, stage: Option<Stage>, config: &Config) -> Result<Decision, HookError> {
     let lifecycle = lifecycle(stage, &state.status)?;
-    let info = if lifecycle == Lifecycle::Ensure { bundle_info(state) } else { BundleInfo {
-        annotations: state.annotations.clone(),
-        cgroups_path: None,
-    } };
+    let info = if lifecycle == Lifecycle::Ensure {
+        bundle_info(state)
+    } else {
+        BundleInfo { annotations: state.annotations.clone(), cgroups_path: None }
+    };
     let input = policy::Input {
         lifecycle,
         container_id: &state.id,
@@ -185,7 +188,12 @@ pub enum Done {
 }
 
 /// Runs the hook for a decision.
-pub fn run<K: CoreSched>(decision: &Decision, config: &Config, paths: &Paths<'_>, kernel: &K) -> Result<Done, HookError> {
+pub fn run<K: CoreSched>(
+    decision: &Decision,
+    config: &Config,
+    paths: &Paths<'_>,
+    kernel: &K,
+) -> Result<Done, HookError> {
     if let Some(problem) = &decision.invalid {
         let err = HookError::InvalidAnnotation { id: decision.container_id.clone(), problem: problem.clone() };
         if config.fail_closed {
@@ -206,14 +214,28 @@ pub fn run<K: CoreSched>(decision: &Decision, config: &Config, paths: &Paths<'_>
                 .map(Done::Forgot)
         }
         Action::Clear | Action::Ensure => {
-            kernel.probe().map_err(|e| if e.is_unsupported() { HookError::Unsupported(e) } else {
-                HookError::Engine { id: decision.container_id.clone(), source: EngineError::Kernel { op: "probe core scheduling".into(), source: e } }
+            kernel.probe().map_err(|e| {
+                if e.is_unsupported() {
+                    HookError::Unsupported(e)
+                } else {
+                    HookError::Engine {
+                        id: decision.container_id.clone(),
+                        source: EngineError::Kernel { op: "probe core scheduling".into(), source: e },
+                    }
+                }
             })?;
             let dir = StateDir::open(paths.state_dir)?;
             let id = decision.container_id.as_str();
             if decision.action == Action::Clear {
-                return with_store(&dir, config, None, |e| e.clear(id, pid).map_err(|s| engine_err(id, s)), paths, kernel)
-                    .map(Done::Cleared);
+                return with_store(
+                    &dir,
+                    config,
+                    None,
+                    |e| e.clear(id, pid).map_err(|s| engine_err(id, s)),
+                    paths,
+                    kernel,
+                )
+                .map(Done::Cleared);
             }
             let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
             let cgroup = paths.proc.cgroup(pid).ok().flatten();
@@ -225,15 +247,24 @@ pub fn run<K: CoreSched>(decision: &Decision, config: &Config, paths: &Paths<'_>
                 cgroup: cgroup.clone(),
             };
             let sched_idle = decision.sched_idle;
-            let out = with_store(&dir, config, Some(&group), |e| {
-                let out = e.ensure(&req).map_err(|s| engine_err(id, s))?;
-                if sched_idle {
-                    let cg = cgroup.as_deref().ok_or(HookError::Engine { id: id.to_string(), source: EngineError::TargetGone(pid) })?;
-                    let file = cgroup::set_idle(paths.cgroup_root, cg)?;
-                    log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
-                }
-                Ok(out)
-            }, paths, kernel)?;
+            let out = with_store(
+                &dir,
+                config,
+                Some(&group),
+                |e| {
+                    let out = e.ensure(&req).map_err(|s| engine_err(id, s))?;
+                    if sched_idle {
+                        let cg = cgroup
+                            .as_deref()
+                            .ok_or(HookError::Engine { id: id.to_string(), source: EngineError::TargetGone(pid) })?;
+                        let file = cgroup::set_idle(paths.cgroup_root, cg)?;
+                        log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
+                    }
+                    Ok(out)
+                },
+                paths,
+                kernel,
+            )?;
             Ok(Done::Ensured(out))
         }
     }
@@ -257,7 +288,10 @@ fn with_store<K: CoreSched, T>(
     let db = dir.db_path();
     let mut store = Store::open(&db)?;
     if let Some(aside) = &store.quarantined {
-        log::warn!("the cache was unusable and was moved to {}; run `oci-coresched-hook rebuild` to reload it", aside.display());
+        log::warn!(
+            "the cache was unusable and was moved to {}; run `oci-coresched-hook rebuild` to reload it",
+            aside.display()
+        );
     }
     for attempt in 0..2 {
         store.begin()?;
@@ -275,7 +309,8 @@ fn with_store<K: CoreSched, T>(
                     continue;
                 }
                 if store.begin().is_ok() {
-                    let counted = group.map_or(Ok(()), |g| store.count(g, false)).and_then(|()| store.count_failure(e.reason()));
+                    let counted =
+                        group.map_or(Ok(()), |g| store.count(g, false)).and_then(|()| store.count_failure(e.reason()));
                     if counted.is_ok() {
                         let _ = store.commit();
                     } else {
@@ -288,3 +323,7 @@ fn with_store<K: CoreSched, T>(
     }
     unreachable!("the loop returns on its second pass")
 }
+
+#[cfg(test)]
+#[path = "hook_tests.rs"]
+mod tests;

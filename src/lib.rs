@@ -15,3 +15,6 @@ pub mod procfs;
 pub mod state;
 pub mod statedir;
 pub mod store;
+
+#[cfg(test)]
+mod scenarios;

@@ -75,7 +75,9 @@ impl Log for Sinks {
 pub fn init(level: LevelFilter, syslog: bool, file: Option<&Path>) -> Result<(), String> {
     let stderr = env_logger::Builder::new()
         .filter_level(level)
-        .format(|buf, record| writeln!(buf, "{IDENT}: {}: {}", record.level().as_str().to_ascii_lowercase(), record.args()))
+        .format(|buf, record| {
+            writeln!(buf, "{IDENT}: {}: {}", record.level().as_str().to_ascii_lowercase(), record.args())
+        })
         .target(env_logger::Target::Stderr)
         .build();
     let mut problem = None;

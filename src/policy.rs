@@ -212,10 +212,9 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         None | Some((_, "")) | Some((_, "default")) => {}
         Some((_, "exclusive")) => d.policy = Policy::Exclusive,
         Some((_, "none")) => d.policy = Policy::None,
-        Some((key, other)) => problems.push(format!(
-            "{key} {:?} is not one of default, exclusive, none",
-            truncate(other)
-        )),
+        Some((key, other)) => {
+            problems.push(format!("{key} {:?} is not one of default, exclusive, none", truncate(other)))
+        }
     }
 
     // Stage first: a stopped container is forgotten whatever its annotations say.

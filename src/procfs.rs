@@ -91,18 +91,15 @@ impl ProcFs {
             }
             Err(e) => return Err(e),
         };
-        let mut tids: Vec<Pid> = entries
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
+        let mut tids: Vec<Pid> = entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
         tids.sort_unstable();
         Ok(tids)
     }
 
     /// Every pid currently listed at the top of the tree.
     pub fn pids(&self) -> io::Result<Vec<Pid>> {
-        let mut pids: Vec<Pid> = std::fs::read_dir(&self.root)?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
+        let mut pids: Vec<Pid> =
+            std::fs::read_dir(&self.root)?.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
         pids.sort_unstable();
         Ok(pids)
     }

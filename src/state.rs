@@ -134,8 +134,10 @@ mod tests {
 
     #[test]
     fn crun_starting_and_extra_keys_are_accepted() {
-        let s = parse_state(br#"{"ociVersion":"1.0","id":"c","pid":0,"root":"/x","status":"starting","bundle":"/b","created":"2026"}"#)
-            .unwrap();
+        let s = parse_state(
+            br#"{"ociVersion":"1.0","id":"c","pid":0,"root":"/x","status":"starting","bundle":"/b","created":"2026"}"#,
+        )
+        .unwrap();
         assert_eq!(s.pid, Some(0));
         assert_eq!(s.status, "starting");
     }

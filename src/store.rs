@@ -74,10 +74,7 @@ impl StoreError {
 }
 
 fn is_corrupt(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-    )
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
 }
 
 /// One container of a group.
@@ -128,10 +125,7 @@ pub struct Store {
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 enum Verdict {
@@ -167,10 +161,11 @@ impl Store {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))?;
         conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
-        let (app, version): (i32, i32) =
-            conn.query_row("SELECT application_id, user_version FROM pragma_application_id, pragma_user_version", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+        let (app, version): (i32, i32) = conn.query_row(
+            "SELECT application_id, user_version FROM pragma_application_id, pragma_user_version",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let verdict = if app == 0 && version == 0 {
             let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
             if tables == 0 { Verdict::Fresh } else { Verdict::Foreign("foreign".into()) }
@@ -189,10 +184,8 @@ impl Store {
 
     /// Moves a bad database (and its WAL/SHM files) aside and creates a fresh one.
     pub fn quarantine(path: &Path, why: &str) -> Result<Self, StoreError> {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+        let stamp =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let aside = PathBuf::from(format!("{}.{why}-{stamp}", path.display()));
         std::fs::rename(path, &aside).map_err(|source| StoreError::Quarantine { path: path.to_path_buf(), source })?;
         for ext in ["-wal", "-shm"] {
@@ -201,7 +194,11 @@ impl Store {
                 let _ = std::fs::rename(&side, format!("{}{ext}", aside.display()));
             }
         }
-        log::warn!("moved unusable cache {} aside to {} ({why}); starting a fresh one", path.display(), aside.display());
+        log::warn!(
+            "moved unusable cache {} aside to {} ({why}); starting a fresh one",
+            path.display(),
+            aside.display()
+        );
         let conn = Connection::open(path).map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
         let mut s = Self { conn, path: path.to_path_buf(), quarantined: Some(aside) };
         s.conn
@@ -342,7 +339,9 @@ impl Store {
     /// Deletes a group row (and its counters) when it has no members. Returns whether it did.
     pub fn drop_group_if_empty(&self, group: &str) -> Result<bool, StoreError> {
         self.conn
-            .prepare_cached("DELETE FROM groups WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM members WHERE group_key = ?1)")
+            .prepare_cached(
+                "DELETE FROM groups WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM members WHERE group_key = ?1)",
+            )
             .and_then(|mut s| s.execute([group]))
             .map(|n| n > 0)
             .map_err(|e| self.err(e))
@@ -379,7 +378,12 @@ impl Store {
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map([], |r| {
-                Ok(GroupRow { key: r.get(0)?, created_at: r.get(1)?, ok: r.get::<_, i64>(2)? as u64, failed: r.get::<_, i64>(3)? as u64 })
+                Ok(GroupRow {
+                    key: r.get(0)?,
+                    created_at: r.get(1)?,
+                    ok: r.get::<_, i64>(2)? as u64,
+                    failed: r.get::<_, i64>(3)? as u64,
+                })
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
@@ -387,7 +391,8 @@ impl Store {
 
     /// Hook failures by reason.
     pub fn failures(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut st = self.conn.prepare_cached("SELECT reason, count FROM failures ORDER BY reason").map_err(|e| self.err(e))?;
+        let mut st =
+            self.conn.prepare_cached("SELECT reason, count FROM failures ORDER BY reason").map_err(|e| self.err(e))?;
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{CoreSched, Cookie, KernelError, Pid, Scope};
+use super::{Cookie, CoreSched, KernelError, Pid, Scope};
 use crate::procfs::ProcFs;
 
 /// What the fake kernel claims to support.

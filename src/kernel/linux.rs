@@ -1,6 +1,6 @@
 //! The real kernel: the only module in the project that calls `prctl(PR_SCHED_CORE, …)`.
 
-use super::{CoreSched, Cookie, KernelError, Pid, Scope};
+use super::{Cookie, CoreSched, KernelError, Pid, Scope};
 
 /// `prctl(PR_SCHED_CORE)` on the running kernel.
 #[derive(Debug, Default, Clone, Copy)]
@@ -31,15 +31,7 @@ fn prctl(cmd: libc::c_int, pid: Pid, scope: libc::c_ulong, out: libc::c_ulong) -
     // SAFETY: PR_SCHED_CORE takes (cmd, pid, scope, uaddr). For GET, `out` is the address of a
     // live, writable, properly aligned u64 owned by the caller for the duration of the call; for
     // every other command it is 0. No other memory is touched by the kernel.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SCHED_CORE,
-            cmd as libc::c_ulong,
-            pid_arg,
-            scope,
-            out,
-        )
-    };
+    let rc = unsafe { libc::prctl(libc::PR_SCHED_CORE, cmd as libc::c_ulong, pid_arg, scope, out) };
     if rc == 0 { Ok(()) } else { Err(map_errno(pid)) }
 }
 

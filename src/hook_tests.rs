@@ -1,0 +1,113 @@
+//! Fake-kernel-only hook behaviour: support probing, failure reasons, and what is (not) written.
+
+use super::*;
+use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
+use crate::state::parse_state;
+
+struct Env {
+    dir: tempfile::TempDir,
+    fp: FakeProc,
+    kernel: FakeKernel,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+    let kernel = FakeKernel::new(fp.procfs());
+    Env { dir, fp, kernel }
+}
+
+impl Env {
+    fn run(&self, json: &str, config: &Config) -> Result<Done, HookError> {
+        let state = parse_state(json.as_bytes()).unwrap();
+        let d = decide(&state, None, config).unwrap();
+        let proc = self.fp.procfs();
+        let sd = self.dir.path().join("state");
+        let cg = self.dir.path().join("cg");
+        run(&d, config, &Paths { state_dir: &sd, proc: &proc, cgroup_root: &cg }, &self.kernel)
+    }
+}
+
+const CREATING: &str = r#"{"id":"c1","status":"creating","pid":4242,"annotations":{"oci-coresched-hook/group":"web"}}"#;
+
+#[test]
+fn unsupported_and_no_smt_fail_before_touching_the_cache() {
+    for (mode, needle) in [(FakeMode::Unsupported, "CONFIG_SCHED_CORE"), (FakeMode::NoSmt, "SMT")] {
+        let e = env();
+        e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+        e.kernel.set_mode(mode);
+        let err = e.run(CREATING, &Config::default()).unwrap_err();
+        assert_eq!(err.reason(), "unsupported");
+        assert!(err.to_string().contains(needle), "{err}");
+        assert!(!e.dir.path().join("state").exists(), "no state dir must be created on an unsupported kernel");
+    }
+}
+
+#[test]
+fn denied_target_is_a_kernel_failure_and_is_counted() {
+    let e = env();
+    e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+    e.kernel.deny(4242);
+    let err = e.run(CREATING, &Config::default()).unwrap_err();
+    assert_eq!(err.reason(), "kernel");
+    assert!(err.to_string().contains("permission denied for process 4242"), "{err}");
+    let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
+    assert_eq!(store.failures().unwrap(), vec![("kernel".to_string(), 1)]);
+    let g = store.groups().unwrap();
+    assert_eq!((g[0].key.as_str(), g[0].ok, g[0].failed), ("web", 0, 1));
+    assert!(store.member("c1").unwrap().is_none(), "a failed ensure must not leave a member row");
+}
+
+#[test]
+fn dead_target_is_reported() {
+    let e = env();
+    let err = e.run(CREATING, &Config::default()).unwrap_err();
+    assert_eq!(err.reason(), "target_gone");
+}
+
+#[test]
+fn invalid_annotation_fails_closed_without_touching_the_kernel() {
+    let e = env();
+    e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+    let cfg = Config { fail_closed: true, ..Config::default() };
+    let bad = r#"{"id":"c1","status":"creating","pid":4242,"annotations":{"oci-coresched-hook/group":"a/b"}}"#;
+    let err = e.run(bad, &cfg).unwrap_err();
+    assert_eq!(err.reason(), "invalid_annotation");
+    assert!(e.kernel.calls().is_empty(), "{:?}", e.kernel.calls());
+    // Fail open: the container gets a cookie of its own.
+    match e.run(bad, &Config::default()).unwrap() {
+        Done::Ensured(o) => assert_ne!(o.cookie, 0),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn stage_inference() {
+    assert_eq!(lifecycle(None, "creating").unwrap(), Lifecycle::Ensure);
+    assert_eq!(lifecycle(None, "created").unwrap(), Lifecycle::Ensure);
+    assert_eq!(lifecycle(None, "running").unwrap(), Lifecycle::Ensure);
+    assert_eq!(lifecycle(None, "stopped").unwrap(), Lifecycle::Forget);
+    assert_eq!(lifecycle(None, "starting").unwrap(), Lifecycle::Skip);
+    assert_eq!(lifecycle(Some(Stage::Poststop), "running").unwrap(), Lifecycle::Forget);
+    assert_eq!(lifecycle(Some(Stage::StartContainer), "created").unwrap(), Lifecycle::Skip);
+    let e = lifecycle(None, "weird").unwrap_err().to_string();
+    assert!(e.contains("\"weird\"") && e.contains("--stage"), "{e}");
+}
+
+#[test]
+fn corrupt_cache_is_moved_aside_and_the_hook_succeeds() {
+    let e = env();
+    e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+    let sd = e.dir.path().join("state");
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::set_permissions(&sd, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(sd.join("cache.db"), b"this is not a database, but it is 32+ bytes long....").unwrap();
+    assert!(matches!(e.run(CREATING, &Config::default()).unwrap(), Done::Ensured(_)));
+    let aside: Vec<_> = std::fs::read_dir(&sd)
+        .unwrap()
+        .filter_map(|d| d.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("cache.db.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(Store::open(&sd.join("cache.db")).unwrap().member("c1").unwrap().is_some());
+}

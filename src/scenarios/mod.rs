@@ -1,0 +1,261 @@
+//! The cookie scenario suite, written once and run twice: over the fake kernel everywhere
+//! (`scenarios::fake::*`), and over the real kernel in the VM tier (`scenarios::linux::*`, ignored
+//! on hosts without `CONFIG_SCHED_CORE`; `tests/vm` runs them with `--ignored`). A disagreement
+//! between the two runs is a bug in the fake or in the engine.
+//!
+//! Cookie values are compared only between live tasks: a value read from a task that died may be
+//! reused by the kernel, so scenarios never compare against a dead member's cookie.
+
+mod world;
+
+use crate::engine::Via;
+use crate::hook::{Done, HookError, Stage};
+use world::World;
+
+const GROUP: &str = "oci-coresched-hook/group";
+const POLICY: &str = "oci-coresched-hook/policy";
+const NS: &str = "io.kubernetes.pod.namespace";
+
+fn ensured(done: Result<Done, HookError>) -> crate::engine::EnsureOutcome {
+    match done {
+        Ok(Done::Ensured(o)) => o,
+        other => panic!("expected an ensure, got {other:?}"),
+    }
+}
+
+fn first_member_creates(w: &mut World) {
+    let pid = w.spawn("c1");
+    let out = ensured(w.create_runtime("c1", pid, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Created);
+    let c = w.cookie(pid);
+    assert_ne!(c, 0);
+    assert_eq!(out.cookie, c);
+    let m = w.member("c1").expect("cached");
+    assert_eq!((m.group.as_str(), m.pid, m.cookie), ("web", pid, c));
+}
+
+fn second_member_shares(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.spawn("c2");
+    let out = ensured(w.create_runtime("c2", p2, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Shared("c1".into()));
+    assert_ne!(w.cookie(p1), 0);
+    assert_eq!(w.cookie(p1), w.cookie(p2));
+    assert_eq!(w.members("web").len(), 2);
+}
+
+fn other_group_gets_another_cookie(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    let p3 = w.start("c3", &[(GROUP, "db")]);
+    assert_eq!(w.cookie(p1), w.cookie(p2));
+    assert_ne!(w.cookie(p3), 0);
+    assert_ne!(w.cookie(p3), w.cookie(p1));
+}
+
+fn same_group_name_other_namespace_is_isolated(w: &mut World) {
+    let a = w.start("a", &[(GROUP, "web"), (NS, "tenant-a")]);
+    let a2 = w.start("a2", &[(GROUP, "web"), (NS, "tenant-a")]);
+    let b = w.start("b", &[(GROUP, "web"), (NS, "tenant-b")]);
+    assert_eq!(w.cookie(a), w.cookie(a2));
+    assert_ne!(w.cookie(a), w.cookie(b));
+    assert_eq!(w.member("b").unwrap().group, "tenant-b/web");
+}
+
+fn all_siblings_dead_creates_fresh(w: &mut World) {
+    w.start("c1", &[(GROUP, "web")]);
+    w.start("c2", &[(GROUP, "web")]);
+    w.kill("c1");
+    w.kill("c2");
+    let p3 = w.spawn("c3");
+    let out = ensured(w.create_runtime("c3", p3, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Created);
+    assert_eq!(out.dropped, vec!["c1".to_string(), "c2".to_string()]);
+    assert_ne!(w.cookie(p3), 0);
+    let ids: Vec<String> = w.members("web").into_iter().map(|m| m.container_id).collect();
+    assert_eq!(ids, vec!["c3"]);
+}
+
+fn first_member_exits_newcomer_joins_survivor(w: &mut World) {
+    w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    w.kill("c1");
+    let p3 = w.spawn("c3");
+    let out = ensured(w.create_runtime("c3", p3, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Shared("c2".into()));
+    assert_eq!(w.cookie(p3), w.cookie(p2));
+    assert_ne!(w.cookie(p3), 0);
+}
+
+fn reused_pid_is_not_trusted(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    // The cached start time no longer matches: the pid now belongs to a stranger.
+    let store = w.store();
+    let mut m = store.member("c1").unwrap().unwrap();
+    m.start_time += 1;
+    store.upsert_member(&m).unwrap();
+    drop(store);
+    let p2 = w.spawn("c2");
+    let out = ensured(w.create_runtime("c2", p2, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Created, "must not share from a pid whose start time changed");
+    assert_eq!(out.dropped, vec!["c1".to_string()]);
+    assert_ne!(w.cookie(p2), w.cookie(p1), "the stranger's cookie must not be shared");
+}
+
+fn group_with_two_cookies_converges_to_oldest(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    w.recookie(p2);
+    assert_ne!(w.cookie(p1), w.cookie(p2));
+    let p3 = w.spawn("c3");
+    let out = ensured(w.create_runtime("c3", p3, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Shared("c1".into()));
+    assert_eq!(out.converged, vec!["c2".to_string()]);
+    let c = w.cookie(p1);
+    assert_eq!((w.cookie(p2), w.cookie(p3)), (c, c));
+    assert_eq!(w.member("c2").unwrap().cookie, c);
+}
+
+fn member_that_lost_its_cookie_is_repaired(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    w.clear_behind(p1);
+    assert_eq!(w.cookie(p1), 0);
+    let p3 = w.spawn("c3");
+    let out = ensured(w.create_runtime("c3", p3, &[(GROUP, "web")]));
+    assert_eq!(out.via, Via::Shared("c2".into()), "c1 has no cookie, so c2 is the oldest source");
+    assert_eq!(out.converged, vec!["c1".to_string()]);
+    assert_eq!((w.cookie(p1), w.cookie(p3)), (w.cookie(p2), w.cookie(p2)));
+}
+
+fn policy_none_clears_an_inherited_cookie(w: &mut World) {
+    let p = w.spawn("c1");
+    w.recookie(p);
+    assert_ne!(w.cookie(p), 0);
+    let (d, done) = w.hook(&w.state("c1", "creating", Some(p), &[(POLICY, "none")]), None);
+    assert!(matches!(done, Ok(Done::Cleared(None))), "{d:?} {done:?}");
+    assert_eq!(w.cookie(p), 0);
+}
+
+fn policy_none_works_when_the_hook_itself_has_a_cookie(w: &mut World) {
+    w.give_threads_a_cookie();
+    let p = w.spawn("c1");
+    w.recookie(p);
+    let (_, done) = w.hook(&w.state("c1", "creating", Some(p), &[(POLICY, "none")]), None);
+    assert!(matches!(done, Ok(Done::Cleared(_))), "{done:?}");
+    assert_eq!(w.cookie(p), 0);
+}
+
+fn policy_none_removes_a_member_from_its_group(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    w.start("c2", &[(GROUP, "web")]);
+    let (_, done) = w.hook(&w.state("c1", "running", Some(p1), &[(GROUP, "web"), (POLICY, "none")]), None);
+    assert!(matches!(done, Ok(Done::Cleared(Some(_)))), "{done:?}");
+    assert_eq!(w.cookie(p1), 0);
+    assert_eq!(w.members("web").len(), 1);
+}
+
+fn exclusive_never_shares(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web"), (POLICY, "exclusive")]);
+    let p3 = w.start("c3", &[(GROUP, "web"), (POLICY, "exclusive")]);
+    let (c1, c2, c3) = (w.cookie(p1), w.cookie(p2), w.cookie(p3));
+    assert!(c1 != 0 && c2 != 0 && c3 != 0);
+    assert!(c1 != c2 && c2 != c3 && c1 != c3, "{c1:#x} {c2:#x} {c3:#x}");
+}
+
+fn group_change_moves_the_container(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    let out = ensured(w.create_runtime("c2", p2, &[(GROUP, "db")]));
+    assert_eq!(out.left.as_deref(), Some("web"));
+    assert_ne!(w.cookie(p2), w.cookie(p1));
+    assert_eq!(w.member("c2").unwrap().group, "db");
+    let out = ensured(w.create_runtime("c1", p1, &[(GROUP, "db")]));
+    assert_eq!(out.via, Via::Shared("c2".into()));
+    assert_eq!(w.cookie(p1), w.cookie(p2));
+    assert!(!w.groups().contains(&"web".to_string()), "empty group must vanish: {:?}", w.groups());
+}
+
+fn poststop_forgets_and_empty_groups_vanish(w: &mut World) {
+    w.start("c1", &[(GROUP, "web")]);
+    w.start("c2", &[(GROUP, "web")]);
+    assert!(matches!(w.stop("c1"), Ok(Done::Forgot(Some(_)))));
+    assert_eq!(w.groups(), vec!["web"]);
+    assert!(matches!(w.stop("c2"), Ok(Done::Forgot(Some(_)))));
+    assert!(w.groups().is_empty());
+    assert!(w.member("c2").is_none());
+    assert!(matches!(w.stop("never-seen"), Ok(Done::Forgot(None))));
+}
+
+fn poststart_after_create_runtime_is_idempotent(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let c = w.cookie(p1);
+    for stage in [Stage::Poststart, Stage::Poststart] {
+        let (_, done) = w.hook(&w.state("c1", "running", Some(p1), &[(GROUP, "web")]), Some(stage));
+        let out = ensured(done);
+        assert_eq!(out.via, Via::AlreadySet);
+        assert_eq!(w.cookie(p1), c, "poststart must not replace the cookie");
+    }
+    assert_eq!(w.members("web").len(), 1);
+}
+
+fn invalid_group_gets_own_cookie(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "../web")]);
+    let p3 = w.start("c3", &[(GROUP, "../web")]);
+    assert_ne!(w.cookie(p2), 0);
+    assert_ne!(w.cookie(p2), w.cookie(p1));
+    assert_ne!(w.cookie(p2), w.cookie(p3), "two invalid groups must not share");
+    assert_eq!(w.member("c2").unwrap().group, "container:c2");
+}
+
+fn sched_idle_is_written_for_its_class(w: &mut World) {
+    let mut cfg = w.config.clone();
+    cfg.qos.insert("BE".into(), crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true });
+    w.config = cfg;
+    let pid = w.spawn("c1");
+    let cg = w.proc.cgroup(pid).unwrap().expect("cgroup of child");
+    let dir = w.cgroup_root().join(cg.trim_start_matches('/'));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cpu.idle"), "0").unwrap();
+    ensured(w.create_runtime("c1", pid, &[(GROUP, "batch"), ("koordinator.sh/qosClass", "BE")]));
+    assert_eq!(std::fs::read_to_string(dir.join("cpu.idle")).unwrap(), "1");
+    assert_eq!(w.member("c1").unwrap().cgroup.as_deref(), Some(cg.as_str()));
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod fake {
+            $(#[test] fn $name() { super::$name(&mut super::World::fake()); })*
+        }
+        mod linux {
+            $(
+                #[test]
+                #[ignore = "needs a CONFIG_SCHED_CORE kernel with SMT: run by the VM tier (tests/vm)"]
+                fn $name() { super::$name(&mut super::World::linux()); }
+            )*
+        }
+    };
+}
+
+suite!(
+    first_member_creates,
+    second_member_shares,
+    other_group_gets_another_cookie,
+    same_group_name_other_namespace_is_isolated,
+    all_siblings_dead_creates_fresh,
+    first_member_exits_newcomer_joins_survivor,
+    reused_pid_is_not_trusted,
+    group_with_two_cookies_converges_to_oldest,
+    member_that_lost_its_cookie_is_repaired,
+    policy_none_clears_an_inherited_cookie,
+    policy_none_works_when_the_hook_itself_has_a_cookie,
+    policy_none_removes_a_member_from_its_group,
+    exclusive_never_shares,
+    group_change_moves_the_container,
+    poststop_forgets_and_empty_groups_vanish,
+    poststart_after_create_runtime_is_idempotent,
+    invalid_group_gets_own_cookie,
+    sched_idle_is_written_for_its_class,
+);
