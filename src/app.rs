@@ -72,7 +72,13 @@ pub fn run(cli: Cli) -> ExitCode {
     if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
         eprintln!("oci-coresched-hook: warning: {msg}");
     }
+    if let (Some(e), Command::Inspect { .. } | Command::List { .. }) = (&config_error, &cli.command) {
+        print_error(&anyhow::anyhow!("{e}"));
+        return ExitCode::from(EXIT_USAGE);
+    }
     match &cli.command {
+        Command::Inspect { pid, json } => finish(inspect(&cli, &config, *pid, *json)),
+        Command::List { json } => finish(list(&cli, &config, *json)),
         Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Command::Explain { stage, state } => {
             if let Some(e) = config_error {
@@ -187,4 +193,37 @@ fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
         );
         ExitCode::from(EXIT_OK)
     }
+}
+
+fn finish(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            print_error(&e);
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+}
+
+fn inspect(cli: &Cli, config: &Config, pid: i32, json: bool) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    let opened = crate::ops::open_existing(&cli.state_dir, config.lock_timeout())?;
+    let report = crate::ops::inspect::inspect(pid, &Linux, &proc, opened.as_ref().map(|(_, s)| s))?;
+    print_out(&if json { serde_json::to_string_pretty(&report)? + "\n" } else { crate::ops::inspect::render(&report) });
+    Ok(())
+}
+
+fn list(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    let groups = match crate::ops::open_existing(&cli.state_dir, config.lock_timeout())? {
+        Some((_lock, store)) => crate::ops::list::list(&store, &Linux, &proc)?,
+        None => Vec::new(),
+    };
+    print_out(&if json { serde_json::to_string_pretty(&groups)? + "\n" } else { crate::ops::list::render(&groups) });
+    Ok(())
 }

@@ -56,4 +56,19 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         state: Option<PathBuf>,
     },
+    /// Show the cookie of every thread of PID and the cached container and group it belongs to
+    Inspect {
+        /// Process id (host pid namespace)
+        pid: i32,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// List cached groups and members, with liveness and current cookies
+    #[command(visible_alias = "status")]
+    List {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
 }

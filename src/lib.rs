@@ -10,6 +10,7 @@ pub mod engine;
 pub mod hook;
 pub mod kernel;
 pub mod logging;
+pub mod ops;
 pub mod policy;
 pub mod procfs;
 pub mod state;

@@ -1,0 +1,97 @@
+//! `list` / `status`: every cached group with its members, whether each init is still alive (pid
+//! and start time), the cookie cached and the cookie the kernel reports now, and the counters.
+
+use serde::Serialize;
+
+use crate::kernel::{CookieHex, CoreSched};
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::Store;
+
+/// One member as listed.
+#[derive(Debug, Serialize)]
+pub struct MemberView {
+    /// Container id.
+    pub id: String,
+    /// Init pid.
+    pub pid: i32,
+    /// Pod namespace.
+    pub namespace: Option<String>,
+    /// Whether pid + start time still match.
+    pub live: bool,
+    /// Cookie recorded at the last check.
+    pub cookie_cached: String,
+    /// Cookie read now (null when dead or unreadable).
+    pub cookie_now: Option<String>,
+    /// Cgroup path.
+    pub cgroup: Option<String>,
+}
+
+/// One group as listed.
+#[derive(Debug, Serialize)]
+pub struct GroupView {
+    /// Group key.
+    pub group: String,
+    /// Successful ensures.
+    pub ok: u64,
+    /// Failed ensures.
+    pub failed: u64,
+    /// Distinct non-zero cookies among live members (more than one: the next ensure converges).
+    pub live_cookies: usize,
+    /// Members, oldest first.
+    pub members: Vec<MemberView>,
+}
+
+/// Builds the listing.
+pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> anyhow::Result<Vec<GroupView>> {
+    let members = store.all_members()?;
+    let mut out = Vec::new();
+    for g in store.groups()? {
+        let mut views = Vec::new();
+        for m in members.iter().filter(|m| m.group == g.key) {
+            let live = proc.is_same(TaskId { pid: m.pid, start_time: m.start_time }).unwrap_or(false);
+            let now = if live { kernel.get(m.pid).ok() } else { None };
+            views.push(MemberView {
+                id: m.container_id.clone(),
+                pid: m.pid,
+                namespace: m.namespace.clone(),
+                live,
+                cookie_cached: CookieHex(m.cookie).to_string(),
+                cookie_now: now.map(|c| CookieHex(c).to_string()),
+                cgroup: m.cgroup.clone(),
+            });
+        }
+        let mut cookies: Vec<&String> =
+            views.iter().filter_map(|v| v.cookie_now.as_ref()).filter(|c| c.as_str() != "0x0").collect();
+        cookies.sort();
+        cookies.dedup();
+        out.push(GroupView { group: g.key, ok: g.ok, failed: g.failed, live_cookies: cookies.len(), members: views });
+    }
+    Ok(out)
+}
+
+/// Table form.
+pub fn render(groups: &[GroupView]) -> String {
+    if groups.is_empty() {
+        return "no groups in the cache\n".into();
+    }
+    let mut s =
+        format!("{:<40} {:<20} {:>8} {:<5} {:<18} {:<18}\n", "GROUP", "CONTAINER", "PID", "LIVE", "COOKIE", "CACHED");
+    for g in groups {
+        for m in &g.members {
+            let id: String = m.id.chars().take(20).collect();
+            s.push_str(&format!(
+                "{:<40} {:<20} {:>8} {:<5} {:<18} {:<18}\n",
+                g.group,
+                id,
+                m.pid,
+                if m.live { "yes" } else { "no" },
+                m.cookie_now.as_deref().unwrap_or("-"),
+                m.cookie_cached
+            ));
+        }
+        let warn =
+            if g.live_cookies > 1 { "  WARNING: more than one cookie; the next ensure converges it" } else { "" };
+        s.push_str(&format!("  {} members, {} ok, {} failed{warn}\n", g.members.len(), g.ok, g.failed));
+    }
+    s
+}
