@@ -60,22 +60,18 @@ pub fn inspect<K: CoreSched>(pid: Pid, kernel: &K, proc: &ProcFs, store: Option<
     let leader_hex = CookieHex(leader).to_string();
     let uniform = threads.iter().all(|t| t.cookie == leader_hex);
     let mut container = None;
-    if let Some(store) = store {
-        if let Some(m) = store.all_members()?.into_iter().find(|m| m.pid == pid) {
-            let group_members = store
-                .members(&m.group)?
-                .into_iter()
-                .map(|o| o.container_id)
-                .filter(|id| *id != m.container_id)
-                .collect();
-            container = Some(CachedContainer {
-                same_process: TaskId { pid, start_time: m.start_time } == me,
-                id: m.container_id,
-                group: m.group,
-                cookie_cached: CookieHex(m.cookie).to_string(),
-                group_members,
-            });
-        }
+    if let Some(store) = store
+        && let Some(m) = store.all_members()?.into_iter().find(|m| m.pid == pid)
+    {
+        let group_members =
+            store.members(&m.group)?.into_iter().map(|o| o.container_id).filter(|id| *id != m.container_id).collect();
+        container = Some(CachedContainer {
+            same_process: TaskId { pid, start_time: m.start_time } == me,
+            id: m.container_id,
+            group: m.group,
+            cookie_cached: CookieHex(m.cookie).to_string(),
+            group_members,
+        });
     }
     Ok(Report { pid, cookie: leader_hex, uniform, threads, container })
 }
