@@ -28,6 +28,8 @@ pub const POD_UID: [&str; 2] = ["io.kubernetes.pod.uid", "io.kubernetes.cri.sand
 pub const POD_NAMESPACE: [&str; 2] = ["io.kubernetes.pod.namespace", "io.kubernetes.cri.sandbox-namespace"];
 /// Suffix of a QoS class's expeller group (Koordinator's).
 pub const EXPELLER_SUFFIX: &str = "-expeller";
+/// The same for internal keys (`pod:`, `exclusive:`, `container:`), which ids could otherwise forge.
+pub const INTERNAL_EXPELLER_SUFFIX: &str = ":expeller";
 
 /// Longest group name accepted in an annotation.
 pub const MAX_GROUP_LEN: usize = 63;
@@ -150,6 +152,11 @@ fn truncate(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
+/// Like [`first`], but an empty value counts as unset (so ours, when empty, defers to Koordinator's).
+fn first_set<'a>(ann: &'a BTreeMap<String, String>, keys: &[&'static str]) -> Option<(&'static str, &'a str)> {
+    keys.iter().find_map(|k| ann.get(*k).filter(|v| !v.is_empty()).map(|v| (*k, v.as_str())))
+}
+
 fn first<'a>(ann: &'a BTreeMap<String, String>, keys: &[&'static str]) -> Option<(&'static str, &'a str)> {
     keys.iter().find_map(|k| ann.get(*k).map(|v| (*k, v.as_str())))
 }
@@ -206,10 +213,10 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     };
     d.qos = qos.map(str::to_string);
 
-    // Policy: ours, else Koordinator's.
-    let policy_ann = first(ann, &[ANN_POLICY]).or_else(|| first(ann, &[KOORD_POLICY]));
+    // Policy: ours, else Koordinator's (an empty value counts as unset).
+    let policy_ann = first_set(ann, &[ANN_POLICY, KOORD_POLICY]);
     match policy_ann {
-        None | Some((_, "")) | Some((_, "default")) => {}
+        None | Some((_, "default")) => {}
         Some((_, "exclusive")) => d.policy = Policy::Exclusive,
         Some((_, "none")) => d.policy = Policy::None,
         Some((key, other)) => {
@@ -264,6 +271,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     }
     if !rule.enable {
         d.action = Action::Clear;
+        d.sched_idle = false; // `cpu.idle` is only written on an ensure
         d.reason = format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-"));
         return Ok(d);
     }
@@ -277,6 +285,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     let (key, reason) = match d.policy {
         Policy::None => {
             d.action = Action::Clear;
+            d.sched_idle = false;
             d.reason = "policy none: the container runs without a cookie".into();
             return Ok(d);
         }
@@ -289,9 +298,9 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
             }
         },
         Policy::Default => {
-            let named = first(ann, &[ANN_GROUP]).or_else(|| first(ann, &[KOORD_GROUP]));
+            let named = first_set(ann, &[ANN_GROUP, KOORD_GROUP]);
             match named {
-                Some((key, g)) if !g.is_empty() => match validate_group(g) {
+                Some((key, g)) => match validate_group(g) {
                     Ok(()) => (g.to_string(), format!("group named by {key}")),
                     Err(e) => {
                         problems.push(format!("{key}: {e}"));
@@ -323,7 +332,8 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     let mut group = ns_prefix(key, scoped);
     let mut reason = reason;
     if rule.core_expeller {
-        group.push_str(EXPELLER_SUFFIX);
+        // Internal keys end in an id, and ids may contain '-': ":expeller" cannot collide with one.
+        group.push_str(if named { EXPELLER_SUFFIX } else { INTERNAL_EXPELLER_SUFFIX });
         reason.push_str(&format!(", expeller group of QoS class {}", qos.unwrap_or("-")));
     }
     d.group = Some(group);

@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn lock_times_out_while_held_and_is_free_after_drop() {
         let tmp = tempfile::tempdir().unwrap();
-        let d = StateDir::open(tmp.path()).unwrap();
+        let d = StateDir::open(&tmp.path().join("state")).unwrap();
         let held = d.lock(Duration::from_millis(100)).unwrap();
         let e = d.lock(Duration::from_millis(50)).unwrap_err();
         assert!(matches!(e, DirError::LockTimeout { .. }), "{e}");

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::kernel::{Cookie, Pid};
@@ -159,6 +160,9 @@ impl Store {
 
     fn open_once(path: &Path) -> Result<(Connection, Verdict), rusqlite::Error> {
         let conn = Connection::open(path)?;
+        // Until the file is known to be ours, closing this connection must not checkpoint a WAL
+        // into it or delete that WAL: a bad file is moved aside exactly as it was found.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))?;
         conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
         let (app, version): (i32, i32) = conn.query_row(
@@ -179,6 +183,9 @@ impl Store {
         } else {
             Verdict::Ready
         };
+        if matches!(verdict, Verdict::Ready | Verdict::Fresh) {
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
+        }
         Ok((conn, verdict))
     }
 

@@ -1,1 +1,609 @@
+//! Tests of the SQLite cache: schema, members and their order, counters, and the quarantine of
+//! every kind of unusable file.
 
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
+    Member {
+        container_id: id.into(),
+        group: group.into(),
+        pid,
+        start_time,
+        cookie: 0x1000 + pid as u64,
+        cgroup: Some(format!("/kubepods/pod1/{id}")),
+        namespace: Some("tenant-a".into()),
+        seq: 0,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+fn db_in(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("cache.db")
+}
+
+fn pragma<T: rusqlite::types::FromSql>(s: &Store, name: &str) -> T {
+    s.conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0)).unwrap()
+}
+
+fn ids(ms: &[Member]) -> Vec<&str> {
+    ms.iter().map(|m| m.container_id.as_str()).collect()
+}
+
+fn tables(s: &Store) -> Vec<String> {
+    let mut st =
+        s.conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'index') ORDER BY name").unwrap();
+    st.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+/// Files in `dir` other than the live database and its WAL/SHM.
+fn aside_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_str().unwrap();
+            !matches!(n, "cache.db" | "cache.db-wal" | "cache.db-shm")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Compares file contents without dumping kilobytes of bytes on failure.
+#[track_caller]
+fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        panic!("{what}: {} bytes, want {}; first difference at byte {at}", got.len(), want.len());
+    }
+}
+
+/// SQLite's companion files of a database moved aside (kept with it, so it opens as it was).
+fn with_companions(aside: &Path) -> Vec<PathBuf> {
+    vec![
+        aside.to_path_buf(),
+        PathBuf::from(format!("{}-shm", aside.display())),
+        PathBuf::from(format!("{}-wal", aside.display())),
+    ]
+}
+
+fn assert_healthy(s: &Store) {
+    assert_eq!(s.integrity_check().unwrap(), "ok");
+    assert_eq!(pragma::<i32>(s, "application_id"), APPLICATION_ID);
+    assert_eq!(pragma::<i32>(s, "user_version"), SCHEMA_VERSION);
+    assert_eq!(pragma::<String>(s, "journal_mode"), "wal");
+    assert_eq!(
+        tables(s),
+        [
+            "failures",
+            "groups",
+            "members",
+            "members_by_group",
+            "sqlite_autoindex_failures_1",
+            "sqlite_autoindex_groups_1",
+            "sqlite_autoindex_members_1",
+        ]
+    );
+}
+
+#[test]
+fn open_creates_a_fresh_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None);
+    assert_eq!(s.path(), path);
+    assert_healthy(&s);
+    assert_eq!(APPLICATION_ID.to_be_bytes(), *b"OCSH");
+    assert!(s.all_members().unwrap().is_empty());
+    assert!(s.groups().unwrap().is_empty());
+    assert!(s.failures().unwrap().is_empty());
+    assert_eq!(s.member("c1").unwrap(), None);
+    assert!(s.members("web").unwrap().is_empty());
+    drop(s);
+    // The header on disk says it is ours.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..16], b"SQLite format 3\0");
+    assert_eq!(&bytes[68..72], b"OCSH");
+    assert_eq!(i32::from_be_bytes(bytes[60..64].try_into().unwrap()), SCHEMA_VERSION);
+    assert!(aside_files(dir.path()).is_empty());
+}
+
+#[test]
+fn an_empty_file_is_a_fresh_store_not_a_corrupt_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    std::fs::write(&path, b"").unwrap();
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None);
+    assert_healthy(&s);
+    assert!(aside_files(dir.path()).is_empty());
+}
+
+#[test]
+fn upsert_and_members_in_join_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let a1 = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    let b1 = s.upsert_member(&member("b1", "db", 201, 21)).unwrap();
+    let a2 = s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    let a3 = s.upsert_member(&member("a3", "web", 103, 13)).unwrap();
+    assert!(a1.seq < b1.seq && b1.seq < a2.seq && a2.seq < a3.seq, "{a1:?} {b1:?} {a2:?} {a3:?}");
+    assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2", "a3"]);
+    assert_eq!(ids(&s.members("db").unwrap()), ["b1"]);
+    assert!(s.members("tenant-a/web").unwrap().is_empty());
+    assert_eq!(ids(&s.all_members().unwrap()), ["b1", "a1", "a2", "a3"]);
+
+    // The stored row is what was given, plus seq and timestamps.
+    let want = member("a2", "web", 102, 12);
+    let got = s.member("a2").unwrap().unwrap();
+    assert_eq!(got, a2);
+    assert_eq!(
+        (&got.container_id, &got.group, got.pid, got.start_time, got.cookie, &got.cgroup, &got.namespace),
+        (&want.container_id, &want.group, want.pid, want.start_time, want.cookie, &want.cgroup, &want.namespace)
+    );
+    assert!(got.created_at > 1_600_000_000 && got.updated_at >= got.created_at, "{got:?}");
+
+    // The group rows exist, with zero counters.
+    let groups = s.groups().unwrap();
+    assert_eq!(
+        groups.iter().map(|g| (g.key.as_str(), g.ok, g.failed)).collect::<Vec<_>>(),
+        [("db", 0, 0), ("web", 0, 0)]
+    );
+}
+
+#[test]
+fn full_range_values_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let mut m = member("c1", "ns-with-ünïcode/größe", i32::MAX, u64::MAX);
+    m.cookie = 0xdead_beef_dead_beef; // above i64::MAX: stored as its two's complement
+    m.cgroup = None;
+    m.namespace = None;
+    let got = s.upsert_member(&m).unwrap();
+    assert_eq!((got.pid, got.start_time, got.cookie), (i32::MAX, u64::MAX, 0xdead_beef_dead_beef));
+    assert_eq!((got.cgroup, got.namespace), (None, None));
+    assert_eq!(s.members("ns-with-ünïcode/größe").unwrap().len(), 1);
+    s.set_cookie("c1", u64::MAX).unwrap();
+    assert_eq!(s.member("c1").unwrap().unwrap().cookie, u64::MAX);
+}
+
+#[test]
+fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let a1 = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    let a2 = s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+
+    // Same container, group, pid and start time: the same join (cookie and paths may change).
+    let mut again = member("a1", "web", 101, 11);
+    again.cookie = 0x77;
+    again.cgroup = Some("/moved".into());
+    let r = s.upsert_member(&again).unwrap();
+    assert_eq!((r.seq, r.created_at, r.cookie, r.cgroup.as_deref()), (a1.seq, a1.created_at, 0x77, Some("/moved")));
+    assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2"]);
+
+    // A group change is a new join: a seq after everyone's, and it leaves the old group's list.
+    let moved = s.upsert_member(&member("a1", "db", 101, 11)).unwrap();
+    assert!(moved.seq > a2.seq, "{moved:?} {a2:?}");
+    assert_eq!(moved.group, "db");
+    assert_eq!(ids(&s.members("web").unwrap()), ["a2"]);
+    assert_eq!(ids(&s.members("db").unwrap()), ["a1"]);
+
+    // Back to web: now the youngest member there.
+    let back = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    assert!(back.seq > moved.seq);
+    assert_eq!(ids(&s.members("web").unwrap()), ["a2", "a1"]);
+
+    // A new pid (a restarted container under the same id) is a new join.
+    let repid = s.upsert_member(&member("a2", "web", 202, 12)).unwrap();
+    assert!(repid.seq > back.seq);
+    assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2"]);
+
+    // So is a new start time with the same pid (pid reuse).
+    let restart = s.upsert_member(&member("a1", "web", 101, 99)).unwrap();
+    assert!(restart.seq > repid.seq);
+    assert_eq!(ids(&s.members("web").unwrap()), ["a2", "a1"]);
+    assert_eq!(s.all_members().unwrap().len(), 2);
+
+    // A re-upsert of the youngest keeps its seq (no drift upward on repeats).
+    let same = s.upsert_member(&member("a1", "web", 101, 99)).unwrap();
+    assert_eq!(same.seq, restart.seq);
+}
+
+#[test]
+fn remove_member_drops_only_an_empty_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    s.upsert_member(&member("b1", "db", 201, 21)).unwrap();
+    s.count("web", true).unwrap();
+
+    let removed = s.remove_member("a1").unwrap().unwrap();
+    assert_eq!((removed.container_id.as_str(), removed.group.as_str(), removed.pid), ("a1", "web", 101));
+    assert_eq!(s.member("a1").unwrap(), None);
+    assert_eq!(ids(&s.members("web").unwrap()), ["a2"]);
+    // web still has a2: its row and counters stay.
+    let keys = |s: &Store| s.groups().unwrap().into_iter().map(|g| (g.key, g.ok)).collect::<Vec<_>>();
+    assert_eq!(keys(&s), [("db".to_string(), 0), ("web".to_string(), 1)]);
+    assert!(!s.drop_group_if_empty("web").unwrap());
+
+    // Removing the last member drops the group.
+    assert!(s.remove_member("a2").unwrap().is_some());
+    assert_eq!(keys(&s), [("db".to_string(), 0)]);
+    // Unknown ids are a no-op.
+    assert_eq!(s.remove_member("a2").unwrap(), None);
+    assert_eq!(s.remove_member("nope").unwrap(), None);
+    assert_eq!(keys(&s), [("db".to_string(), 0)]);
+    assert!(!s.drop_group_if_empty("never-existed").unwrap());
+
+    // A group row left empty by other means is dropped on demand.
+    s.count("orphan", false).unwrap();
+    assert!(s.drop_group_if_empty("orphan").unwrap());
+    assert!(!s.drop_group_if_empty("orphan").unwrap());
+    assert_eq!(ids(&s.all_members().unwrap()), ["b1"]);
+
+    // A new member after removals still sorts after the survivors.
+    let c = s.upsert_member(&member("b2", "db", 202, 22)).unwrap();
+    assert!(c.seq > s.member("b1").unwrap().unwrap().seq);
+    assert_eq!(ids(&s.members("db").unwrap()), ["b1", "b2"]);
+}
+
+#[test]
+fn counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.count("web", true).unwrap();
+    s.count("web", true).unwrap();
+    s.count("web", false).unwrap();
+    // Counting a group with no row yet creates it.
+    s.count("db", false).unwrap();
+    s.count("db", false).unwrap();
+    let g: Vec<(String, u64, u64)> = s.groups().unwrap().into_iter().map(|g| (g.key, g.ok, g.failed)).collect();
+    assert_eq!(g, [("db".to_string(), 0, 2), ("web".to_string(), 2, 1)]);
+    assert!(s.groups().unwrap().iter().all(|g| g.created_at > 1_600_000_000));
+
+    // An upsert does not reset a group's counters.
+    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    let web = s.groups().unwrap().into_iter().find(|g| g.key == "web").unwrap();
+    assert_eq!((web.ok, web.failed), (2, 1));
+
+    s.count_failure("lock-timeout").unwrap();
+    s.count_failure("kernel").unwrap();
+    s.count_failure("lock-timeout").unwrap();
+    s.count_failure("lock-timeout").unwrap();
+    assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 1), ("lock-timeout".to_string(), 3)]);
+}
+
+#[test]
+fn transactions_commit_and_roll_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.begin().unwrap();
+    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.count("web", true).unwrap();
+    s.commit().unwrap();
+    s.begin().unwrap();
+    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    s.remove_member("a1").unwrap();
+    s.count_failure("x").unwrap();
+    s.rollback();
+    assert_eq!(ids(&s.members("web").unwrap()), ["a1"]);
+    assert!(s.failures().unwrap().is_empty());
+    assert_eq!(s.groups().unwrap().len(), 1);
+    // A rollback with no transaction open is harmless.
+    s.rollback();
+    assert_eq!(s.integrity_check().unwrap(), "ok");
+}
+
+/// A store with some of everything in it.
+fn populate(s: &Store) {
+    s.upsert_member(&member("a1", "tenant-a/web", 101, 11)).unwrap();
+    s.upsert_member(&member("a2", "tenant-a/web", 102, 12)).unwrap();
+    s.upsert_member(&member("b1", "tenant-b/pod:sb1", 201, 21)).unwrap();
+    s.set_cookie("a2", 0x4242).unwrap();
+    s.count("tenant-a/web", true).unwrap();
+    s.count("tenant-b/pod:sb1", false).unwrap();
+    s.count_failure("kernel").unwrap();
+}
+
+#[test]
+fn reopen_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    populate(&s);
+    let (members, groups, failures) = (s.all_members().unwrap(), s.groups().unwrap(), s.failures().unwrap());
+    drop(s);
+
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None);
+    assert_healthy(&s);
+    assert_eq!(s.all_members().unwrap(), members);
+    assert_eq!(s.groups().unwrap(), groups);
+    assert_eq!(s.failures().unwrap(), failures);
+    assert_eq!(s.member("a2").unwrap().unwrap().cookie, 0x4242);
+    // Join order continues after a reopen.
+    let a3 = s.upsert_member(&member("a3", "tenant-a/web", 103, 13)).unwrap();
+    assert!(members.iter().all(|m| m.seq < a3.seq));
+    drop(s);
+
+    // Two connections in turn (as two hooks under the lock) see each other's writes.
+    let s1 = Store::open(&path).unwrap();
+    let s2 = Store::open(&path).unwrap();
+    s1.count_failure("lock-timeout").unwrap();
+    assert_eq!(s2.failures().unwrap().len(), 2);
+    assert_eq!(ids(&s2.members("tenant-a/web").unwrap()), ["a1", "a2", "a3"]);
+    assert!(aside_files(dir.path()).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quarantine.
+
+/// Bytes of a real, populated cache with every write checkpointed into the main file.
+fn real_db_bytes() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    populate(&s);
+    drop(s); // the last connection checkpoints the WAL into the file and removes it
+    assert!(!dir.path().join("cache.db-wal").exists());
+    std::fs::read(&path).unwrap()
+}
+
+/// Writes `bytes` as the cache, opens it, and checks it was moved aside intact under the name
+/// `cache.db.<why>-<stamp>` while a fresh, working store took its place.
+fn assert_quarantined(bytes: &[u8], why: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    std::fs::write(&path, bytes).unwrap();
+    let s = Store::open(&path).unwrap_or_else(|e| panic!("{why}: open failed: {e}"));
+    let aside = s.quarantined.clone().unwrap_or_else(|| panic!("{why}: not quarantined"));
+    assert_eq!(aside.parent(), Some(dir.path()));
+    let name = aside.file_name().unwrap().to_str().unwrap();
+    let stamp = name
+        .strip_prefix(&format!("cache.db.{why}-"))
+        .unwrap_or_else(|| panic!("{why}: moved to {name:?}, want cache.db.{why}-<stamp>"));
+    assert!(!stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()), "{name:?}");
+    assert_bytes(&std::fs::read(&aside).unwrap(), bytes, &format!("{why}: the bad file must be kept byte for byte"));
+    let moved = aside_files(dir.path());
+    assert!(moved.contains(&aside) && moved.iter().all(|p| with_companions(&aside).contains(p)), "{why}: {moved:?}");
+
+    // The fresh store is complete and works.
+    assert_eq!(s.path(), path);
+    assert_healthy(&s);
+    assert!(s.all_members().unwrap().is_empty());
+    populate(&s);
+    assert_eq!(ids(&s.members("tenant-a/web").unwrap()), ["a1", "a2"]);
+    drop(s);
+
+    // And it is kept: reopening neither quarantines again nor loses the writes.
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None, "{why}: the fresh store was quarantined again");
+    assert_eq!(s.all_members().unwrap().len(), 3);
+    assert_eq!(aside_files(dir.path()), moved);
+    (dir, aside)
+}
+
+fn garbage(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn quarantine_garbage() {
+    assert_quarantined(&garbage(8192), "corrupt");
+}
+
+#[test]
+fn quarantine_short_garbage() {
+    assert_quarantined(b"not a database\n", "corrupt");
+}
+
+#[test]
+fn quarantine_text_file_of_a_page() {
+    assert_quarantined(&b"0123456789abcdef".repeat(256), "corrupt");
+}
+
+#[test]
+fn quarantine_truncated_to_the_header() {
+    let real = real_db_bytes();
+    assert!(real.len() > 4096, "the real db fits one page ({} bytes)", real.len());
+    assert_quarantined(&real[..100], "corrupt");
+}
+
+#[test]
+fn quarantine_truncated_to_one_page() {
+    let real = real_db_bytes();
+    assert!(real.len() > 4096, "the real db fits one page ({} bytes)", real.len());
+    assert_quarantined(&real[..4096], "corrupt");
+}
+
+#[test]
+fn damaged_table_page_is_found_on_use_then_quarantined() {
+    // Header and schema page intact, a table page overwritten: `open` cannot see it (it reads only
+    // the header and the schema), the first use of the table reports corruption, and the hook then
+    // quarantines (hook.rs `with_store`), which is what this replays.
+    let mut real = real_db_bytes();
+    assert!(real.len() / 4096 >= 3);
+    for b in &mut real[4096..2 * 4096] {
+        *b = 0xa5;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    std::fs::write(&path, &real).unwrap();
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None);
+    // Page 2 is the root of `groups`: reading it reports corruption, the other tables still read.
+    let err = s.groups().unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    assert_eq!(s.all_members().unwrap().len(), 3);
+    assert_ne!(s.integrity_check().unwrap(), "ok");
+    drop(s);
+    assert_bytes(&std::fs::read(&path).unwrap(), &real, "reading a damaged file must not change it");
+    let s = Store::quarantine(&path, "corrupt").unwrap();
+    let aside = s.quarantined.clone().unwrap();
+    assert_bytes(&std::fs::read(&aside).unwrap(), &real, "damaged db");
+    assert_healthy(&s);
+    populate(&s);
+}
+
+fn foreign_db(setup: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(setup).unwrap();
+    drop(c);
+    std::fs::read(&path).unwrap()
+}
+
+#[test]
+fn quarantine_foreign_db() {
+    let bytes =
+        foreign_db("CREATE TABLE other_app (k TEXT PRIMARY KEY, v BLOB); INSERT INTO other_app VALUES ('x', x'00ff');");
+    let (_dir, aside) = assert_quarantined(&bytes, "foreign");
+    // The other app's data is still readable in the file moved aside.
+    let c = rusqlite::Connection::open(&aside).unwrap();
+    let v: Vec<u8> = c.query_row("SELECT v FROM other_app WHERE k = 'x'", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, [0x00, 0xff]);
+}
+
+#[test]
+fn quarantine_foreign_db_with_its_own_application_id() {
+    let bytes = foreign_db("PRAGMA application_id = 1234; PRAGMA user_version = 1; CREATE TABLE members (x);");
+    assert_quarantined(&bytes, "foreign");
+}
+
+#[test]
+fn quarantine_foreign_db_in_wal_mode() {
+    let bytes = foreign_db("PRAGMA journal_mode = WAL; CREATE TABLE other_app (k); INSERT INTO other_app VALUES (1);");
+    assert_quarantined(&bytes, "foreign");
+}
+
+#[test]
+fn quarantine_keeps_a_foreign_db_with_its_uncheckpointed_wal() {
+    // Another app's WAL-mode db whose last commit is still only in its WAL (its writer is alive).
+    let src = tempfile::tempdir().unwrap();
+    let other = src.path().join("other.db");
+    let writer = rusqlite::Connection::open(&other).unwrap();
+    writer
+        .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('in the wal');")
+        .unwrap();
+    let main = std::fs::read(&other).unwrap();
+    let wal = std::fs::read(src.path().join("other.db-wal")).unwrap();
+    assert!(!wal.is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    std::fs::write(&path, &main).unwrap();
+    std::fs::write(dir.path().join("cache.db-wal"), &wal).unwrap();
+    let s = Store::open(&path).unwrap();
+    let aside = s.quarantined.clone().expect("quarantined");
+    assert!(aside.to_str().unwrap().contains("cache.db.foreign-"));
+    // Neither file was touched: the WAL was not checkpointed into the main file nor deleted.
+    assert_bytes(&std::fs::read(&aside).unwrap(), &main, "main file");
+    assert_bytes(&std::fs::read(format!("{}-wal", aside.display())).unwrap(), &wal, "wal");
+    // And the pair still opens as the other app left it.
+    let c = rusqlite::Connection::open(&aside).unwrap();
+    let v: String = c.query_row("SELECT v FROM t", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, "in the wal");
+    assert_healthy(&s);
+    drop(writer);
+}
+
+#[test]
+fn quarantine_newer_schema() {
+    let bytes = foreign_db(&format!(
+        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 99; CREATE TABLE members (x); CREATE TABLE v99 (y);"
+    ));
+    assert_quarantined(&bytes, "newer-v99");
+}
+
+#[test]
+fn quarantine_older_schema() {
+    let bytes = foreign_db(&format!("PRAGMA application_id = {APPLICATION_ID}; CREATE TABLE members (x);"));
+    assert_quarantined(&bytes, "older-v0");
+}
+
+#[test]
+fn quarantine_moves_wal_and_shm_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let bad = garbage(4096);
+    std::fs::write(&path, &bad).unwrap();
+    std::fs::write(dir.path().join("cache.db-wal"), b"old wal").unwrap();
+    std::fs::write(dir.path().join("cache.db-shm"), b"old shm").unwrap();
+    let s = Store::open(&path).unwrap();
+    let aside = s.quarantined.clone().expect("quarantined");
+    assert_bytes(&std::fs::read(&aside).unwrap(), &bad, "main file");
+    // The WAL is kept as found (not checkpointed into the bad file, not deleted); the SHM is only
+    // an index SQLite rebuilds, so it just has to go along.
+    assert_bytes(&std::fs::read(format!("{}-wal", aside.display())).unwrap(), b"old wal", "wal");
+    assert!(Path::new(&format!("{}-shm", aside.display())).exists());
+    assert_eq!(aside_files(dir.path()), with_companions(&aside));
+    assert_healthy(&s);
+    populate(&s);
+    assert_eq!(s.all_members().unwrap().len(), 3);
+}
+
+#[test]
+fn two_quarantines_keep_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    std::fs::write(&path, garbage(4096)).unwrap();
+    let first = Store::open(&path).unwrap().quarantined.expect("first");
+    std::fs::write(&path, b"garbage again, different bytes").unwrap();
+    let _ = std::fs::remove_file(dir.path().join("cache.db-wal"));
+    let _ = std::fs::remove_file(dir.path().join("cache.db-shm"));
+    let second = Store::open(&path).unwrap().quarantined.expect("second");
+    assert_ne!(first, second);
+    assert_bytes(&std::fs::read(&first).unwrap(), &garbage(4096), "first");
+    assert_bytes(&std::fs::read(&second).unwrap(), b"garbage again, different bytes", "second");
+}
+
+#[test]
+fn explicit_quarantine_of_a_healthy_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    populate(&s);
+    drop(s);
+    let before = std::fs::read(&path).unwrap();
+    let s = Store::quarantine(&path, "manual").unwrap();
+    let aside = s.quarantined.clone().unwrap();
+    assert!(aside.file_name().unwrap().to_str().unwrap().starts_with("cache.db.manual-"));
+    assert_bytes(&std::fs::read(&aside).unwrap(), &before, "quarantined healthy db");
+    assert_healthy(&s);
+    assert!(s.all_members().unwrap().is_empty());
+}
+
+#[test]
+fn corruption_errors_are_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.db");
+    std::fs::write(&path, garbage(4096)).unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let e = c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).unwrap_err();
+    let err = StoreError::Sqlite { path: path.clone(), source: e };
+    assert!(err.is_corruption(), "{err}");
+    assert!(err.to_string().contains("x.db"));
+    let q = StoreError::Quarantine { path, source: std::io::Error::other("x") };
+    assert!(!q.is_corruption());
+    let busy = StoreError::Sqlite {
+        path: "y".into(),
+        source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None),
+    };
+    assert!(!busy.is_corruption());
+}
