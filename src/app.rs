@@ -142,6 +142,11 @@ fn run_hook(
             report(&decision, &done);
             ExitCode::from(EXIT_OK)
         }
+        Err(e) if manual => {
+            // A manual run has no container to protect: show the failure, whatever fail_closed says.
+            print_error(&e.into());
+            ExitCode::from(EXIT_FAILED)
+        }
         Err(e) => fail(config, e.into()),
     }
 }

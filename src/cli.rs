@@ -11,7 +11,8 @@ use crate::statedir::DEFAULT_STATE_DIR;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done, or failed open (the error is logged and the container starts)
-  1  failed: fail_closed is set (the runtime refuses the container), or a manual command failed
+  1  failed: fail_closed is set (the runtime refuses the container), or a manual command
+     (including `hook --state FILE`) failed
   2  usage error, or unreadable input (state, config) for a manual command";
 
 /// Gives containers Linux core-scheduling cookies by group, as an OCI runtime hook.
