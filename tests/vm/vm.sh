@@ -30,10 +30,12 @@ Usage:
   vm.sh deps                 install missing Debian packages (apt-get, non-interactive)
   vm.sh kernel               build (once) and print the cached bzImage path
   vm.sh initramfs            build (once) and print the cached initramfs path
-  vm.sh run [--timeout SECONDS] [--env K=V]... [--mem MIB] -- CMD [ARGS...]
+  vm.sh run [--timeout SECONDS] [--env K=V]... [--writable DIR]... [--mem MIB] -- CMD [ARGS...]
                              boot the guest and run CMD in the current directory; exits with
-                             CMD's status (124: timeout, 125: harness/boot failure)
+                             CMD's status (124: timeout, 125: harness/boot failure).
+                             /tmp, /var/tmp, $HOME and each --writable DIR are RAM overlays.
   vm.sh selftest             boot the guest and check PR_SCHED_CORE, SMT topology and runc
+  vm.sh prune                remove cache entries of other kernel/initramfs keys and old leftovers
   vm.sh help
 
 Environment:
@@ -66,12 +68,24 @@ CLEANUP_PIDS=()  # processes to kill
 CLEANUP_PGRPS=() # process groups to kill (their leader's pid)
 CLEANUP_PATHS=() # files/directories to remove
 cleanup() {
-    local p
+    local p i
     for p in "${CLEANUP_PGRPS[@]}"; do
         kill -TERM -- "-$p" 2>/dev/null || true
     done
     for p in "${CLEANUP_PIDS[@]}"; do
         kill -TERM "$p" 2>/dev/null || true
+    done
+    # Reap them (up to ~3 s, then SIGKILL) so no qemu/make outlives vm.sh.
+    for p in "${CLEANUP_PGRPS[@]}" "${CLEANUP_PIDS[@]}"; do
+        for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+            kill -0 "$p" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    for p in "${CLEANUP_PGRPS[@]}"; do
+        kill -KILL -- "-$p" 2>/dev/null || true
     done
     for p in "${CLEANUP_PATHS[@]}"; do
         [[ -e $p ]] && rm -rf -- "$p"
@@ -108,10 +122,11 @@ readonly DEPS=(
     "xz-utils:/usr/bin/xz"
     "gzip:/bin/gzip"
     "util-linux:/usr/bin/flock"
-    "coreutils:/usr/bin/timeout"
+    "coreutils:/usr/bin/realpath"
     "qemu-system-x86:/usr/bin/$QEMU"
     "busybox-static:$BUSYBOX"
     "runc:/usr/sbin/runc"
+    "python3:/usr/bin/python3"
 )
 
 missing_deps() {
@@ -248,7 +263,7 @@ build_kernel_locked() {
     local build="$CACHE/build-$key" tmp="$CACHE/.tmp-$key.$$" logf="$CACHE/build-$key.log"
     rm -rf -- "$build" "$tmp"
     mkdir -p -- "$tmp"
-    log "building kernel $key (takes ~10 min on 2 cores; log: $logf)"
+    log "building kernel $key (~5-10 min on 2 cores; log: $logf)"
     local start=$SECONDS rc=0 hb bpid
     heartbeat "building the kernel" "$logf" &
     hb=$!
@@ -374,7 +389,9 @@ while IFS= read -r dir; do
     fi
     mkdir -p "/och/rw/$n" && mount -t tmpfs -o mode=755 tmpfs "/och/rw/$n" || fail "tmpfs for $dir"
     mkdir -p "/och/rw/$n/upper" "/och/rw/$n/work"
-    chmod --reference="/host$dir" "/och/rw/$n/upper" 2>/dev/null || chmod 1777 "/och/rw/$n/upper"
+    # the overlay's root directory takes its owner and mode from upper
+    chmod "$(stat -c %a "/host$dir")" "/och/rw/$n/upper" 2>/dev/null || chmod 1777 "/och/rw/$n/upper"
+    chown "$(stat -c %u:%g "/host$dir")" "/och/rw/$n/upper" 2>/dev/null || true
     if ! mount -t overlay -o "lowerdir=/host$dir,upperdir=/och/rw/$n/upper,workdir=/och/rw/$n/work" overlay "/host$dir" 2>/dev/null; then
         echo "och-init: warning: overlayfs on $dir failed; using an empty tmpfs"
         mount -t tmpfs -o mode=1777 tmpfs "/host$dir" || fail "tmpfs on $dir"
@@ -454,9 +471,9 @@ sq() { # sq STRING: quote STRING for a POSIX shell
     printf "'%s'" "${1//\'/$q}"
 }
 
-writable_ok() { # writable_ok DIR: can DIR get a RAM overlay in the guest?
+writable_ok() { # writable_ok DIR: can DIR (absolute, or relative to $PWD) get a RAM overlay?
     local d=$1
-    [[ $d == /* && $d != *[,:]* && $d != *$'\n'* ]] || return 1
+    [[ -n $d && $d != *[,:]* && $d != *$'\n'* ]] || return 1
     d=$(realpath -m -- "$d")
     [[ $d != / && $d != /run && $d != /run/* && $d != /proc && $d != /proc/* && $d != /sys &&
         $d != /sys/* && $d != /dev && $d != /dev/* ]]
@@ -478,6 +495,14 @@ VM_RC=
 VM_BOOT_MS=
 VM_CMD_MS=
 VM_TOTAL_MS=
+scan_exit_marker() { # scan_exit_marker CONSOLE NONCE FLAGFILE
+    local st
+    st=$(grep -ao "@@OCH-VM-EXIT-$2=[0-9]*@@" -- "$1" 2>/dev/null | tail -n 1 |
+        sed -n 's/.*=\([0-9][0-9]*\)@@$/\1/p') || true
+    if [[ -n $st ]]; then
+        printf '%s\n' "$st" >"$3"
+    fi
+}
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; printf '%s\n' "$((t / 1000))"; }
 run_guest() {
     ensure_kernel
@@ -514,7 +539,7 @@ run_guest() {
             if ! writable_ok "$d"; then
                 # The defaults are best effort ($HOME may be / or odd); --writable must be valid.
                 [[ $d == /tmp || $d == /var/tmp || $d == "$home" ]] && continue
-                die "--writable $d: must be an absolute directory other than /, not under /run /proc /sys /dev, without ',' ':' or newlines"
+                die "--writable $d: must be a directory other than /, not under /run /proc /sys /dev, without ',' ':' or newlines"
             fi
             realpath -m -- "$d"
         done
@@ -559,7 +584,12 @@ run_guest() {
     CLEANUP_PIDS+=("$qpid")
 
     # Stream the guest command's output (between the start and exit markers) to stdout.
-    tail -n +1 -s 0.2 -f --pid="$qpid" -- "$console" | awk \
+    # mawk (Debian's default awk) reads pipes in large blocks unless -W interactive.
+    local awk_opts=()
+    if awk -W version 2>&1 | grep -qi mawk; then
+        awk_opts=(-W interactive)
+    fi
+    tail -n +1 -s 0.2 -f --pid="$qpid" -- "$console" | awk "${awk_opts[@]}" \
         -v start="@@OCH-VM-START-$nonce@@" -v exitm="@@OCH-VM-EXIT-$nonce=" -v flag="$flag" \
         -v startflag="$started" -v verbose="${OCH_VM_VERBOSE:-0}" '
         { sub(/\r+$/, "") }
@@ -580,6 +610,10 @@ run_guest() {
 
     local timed_out=0 marker_at=
     while kill -0 "$qpid" 2>/dev/null; do
+        if [[ ! -s $flag ]] && ! kill -0 "$fpid" 2>/dev/null; then
+            # the stream filter is gone (e.g. our stdout was closed): look for the marker ourselves
+            scan_exit_marker "$console" "$nonce" "$flag"
+        fi
         if [[ -z $t_start_ms && -s $started ]]; then
             t_start_ms=$(now_ms)
         fi
@@ -618,6 +652,7 @@ run_guest() {
     VM_CMD_MS=
     [[ -n $t_start_ms && -n $t_exit_ms ]] && VM_CMD_MS=$((t_exit_ms - t_start_ms))
 
+    [[ -s $flag ]] || scan_exit_marker "$console" "$nonce" "$flag"
     local rc=
     [[ -s $flag ]] && rc=$(<"$flag")
     if [[ $rc =~ ^[0-9]+$ ]]; then
@@ -638,7 +673,8 @@ run_guest() {
     mkdir -p -- "$CACHE/logs"
     cp -- "$console" "$CACHE/logs/last-failed-console.log" 2>/dev/null || true
     log "last lines of the guest console (full log: $CACHE/logs/last-failed-console.log):"
-    tail -n 40 -- "$console" | tr -d '\r' | sed 's/^/  | /' >&2
+    tail -n 40 -- "$console" | tr -d '\r' |
+        sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1bc//g' -e 's/^/  | /' >&2
     if ((timed_out)); then
         VM_RC=$EX_TIMEOUT
     else
@@ -686,7 +722,8 @@ cmd_run() {
             shift
             break
             ;;
-        *) die "unknown option '$1' (usage: vm.sh run [--timeout S] [--env K=V]... -- CMD ARGS...)" ;;
+        -*) die "unknown option '$1' (usage: vm.sh run [--timeout S] [--env K=V]... -- CMD ARGS...)" ;;
+        *) break ;; # the command (the `--` is optional when CMD does not start with -)
         esac
     done
     (($# > 0)) || die "no command given (usage: vm.sh run [--timeout S] [--env K=V]... -- CMD ARGS...)"
@@ -901,6 +938,35 @@ cmd_selftest() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# prune
+
+cmd_prune() {
+    (($# == 0)) || die "prune takes no arguments"
+    [[ -d $CACHE ]] || return 0
+    local kkey ikey e
+    kkey=$(kernel_key)
+    ikey=$(initramfs_key)
+    for e in "$CACHE"/kernel-* "$CACHE"/initramfs-*; do
+        [[ -d $e ]] || continue
+        case ${e##*/} in
+        "$kkey" | "$ikey") ;;
+        *)
+            log "removing stale cache entry $e"
+            rm -rf -- "$e"
+            rm -f -- "$CACHE/.${e##*/}.lock"
+            ;;
+        esac
+    done
+    # Leftovers of killed/failed builds and runs (older than a day: others may still be running).
+    find "$CACHE" -mindepth 1 -maxdepth 1 \( -name 'build-*' -o -name '.tmp-*' \) -mmin +1440 \
+        -exec rm -rf -- {} + -exec printf '%s: removed %s\n' "$PROG" {} \; 2>/dev/null || true
+    if [[ -d $CACHE/runs ]]; then
+        find "$CACHE/runs" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf -- {} + 2>/dev/null || true
+    fi
+    du -sh -- "$CACHE" >&2
+}
+
+# ---------------------------------------------------------------------------------------------
 
 main() {
     local sub=${1:-help}
@@ -911,6 +977,7 @@ main() {
     initramfs) cmd_initramfs "$@" ;;
     run) cmd_run "$@" ;;
     selftest) cmd_selftest "$@" ;;
+    prune) cmd_prune "$@" ;;
     help | -h | --help) usage ;;
     *)
         usage >&2

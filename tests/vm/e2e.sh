@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# End-to-end on a real CONFIG_SCHED_CORE kernel, run INSIDE the VM guest (tests/vm/tier.sh starts
+# it through vm.sh): real runc (and crun) run containers whose config.json names the hook at
+# createRuntime / poststart / poststop; the containers keep running while their init pids are read
+# back with PR_SCHED_CORE GET (`oci-coresched-hook inspect`). The container rootfs is busybox with
+# the host's /usr bind-mounted read-only and the hook binary bound at /och, so a container can run
+# the hook binary to read its own cookie as its very first action.
+set -euo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
+BIN=${OCH_BIN:-$PWD/target/debug/oci-coresched-hook}
+[[ -x $BIN ]] || { echo "e2e: $BIN is missing: build it first" >&2; exit 2; }
+command -v runc >/dev/null || { echo "e2e: runc is not installed (apt-get install runc)" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/och-e2e.XXXXXX)
+ROOTFS=$WORK/rootfs
+tests/support/mkrootfs.sh "$ROOTFS" >/dev/null
+ln -s usr/lib "$ROOTFS/lib"
+ln -s usr/lib64 "$ROOTFS/lib64"
+STATE=$WORK/state
+OUT=$WORK/out
+mkdir -p "$OUT"
+RUNC=(runc --root "$WORK/runc-root")
+CRUN=(crun --root "$WORK/crun-root")
+pass=0
+fail=0
+ids=()
+
+ok() { pass=$((pass + 1)); echo "ok - $*"; }
+bad() { fail=$((fail + 1)); echo "not ok - $*"; }
+# started DESCRIPTION ID ARGS...: start a container, showing the runtime's output when it fails.
+started() {
+    local what=$1 id=$2; shift 2
+    if start "$id" "$@"; then ok "$what"; else bad "$what"; sed 's/^/#   /' "$WORK/$id.out"; fi
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+
+cleanup() {
+    for id in "${ids[@]}"; do
+        "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true
+        "${CRUN[@]}" delete -f "$id" >/dev/null 2>&1 || true
+    done
+}
+trap cleanup EXIT
+
+write_config() { # write_config FILE [EXTRA_TOML]
+    printf 'log_level = "debug"\nsyslog = false\nlog_file = "%s"\n%s\n' "$WORK/hook.log" "${2:-}" >"$1"
+}
+write_config "$WORK/config.toml"
+
+# bundle ID RUNTIME CONFIG STATEDIR ANNOTATIONS_JSON: a bundle whose init first reads its own cookie.
+bundle() {
+    local id=$1 cfg=$3 state=$4 ann=$5 dir=$WORK/bundles/$1
+    mkdir -p "$dir"
+    (cd "$dir" && runc spec)
+    python3 - "$dir/config.json" "$id" "$BIN" "$cfg" "$state" "$ann" "$OUT" "$ROOTFS" <<'PY'
+import json, sys
+path, cid, binary, cfg, state, ann, out, rootfs = sys.argv[1:]
+c = json.load(open(path))
+c["root"] = {"path": rootfs, "readonly": True}
+c["process"]["terminal"] = False
+# The first thing the container does: read its own cookie (pid 1 in its pid namespace).
+c["process"]["args"] = ["/bin/sh", "-c", "/och --log-level off inspect 1 --json > /tmp/self.json; exec sleep 1000"]
+c["mounts"] += [
+    {"destination": "/tmp", "type": "bind", "source": f"{out}/{cid}", "options": ["rbind", "rw"]},
+    {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
+    {"destination": "/och", "type": "bind", "source": binary, "options": ["bind", "ro"]},
+]
+c["annotations"] = json.loads(ann)
+hook = lambda stage: [{"path": binary, "args": ["oci-coresched-hook", "--config", cfg, "--state-dir", state, "hook", "--stage", stage], "timeout": 30}]
+c["hooks"] = {s: hook(s) for s in ("createRuntime", "poststart", "poststop")}
+c["linux"].pop("cgroupsPath", None)
+json.dump(c, open(path, "w"), indent=1)
+PY
+    mkdir -p "$OUT/$id"
+}
+
+# start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR]: run detached; 0 when it started.
+start() {
+    local id=$1 ann=$2 rt=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE}
+    ids+=("$id")
+    bundle "$id" "$rt" "$cfg" "$state" "$ann"
+    if [[ $rt == crun ]]; then
+        "${CRUN[@]}" run -d --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
+    else
+        "${RUNC[@]}" run -d --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
+    fi
+}
+
+pid_of() { # pid_of ID [runc|crun]
+    local rt=${2:-runc}
+    if [[ $rt == crun ]]; then "${CRUN[@]}" state "$1"; else "${RUNC[@]}" state "$1"; fi |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])'
+}
+
+cookie_of_pid() { "$BIN" --log-level off --state-dir "$STATE" inspect "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cookie"])'; }
+cookie() { cookie_of_pid "$(pid_of "$@")"; }
+
+self_cookie() { # the cookie the container read as its first action
+    local f=$OUT/$1/self.json
+    for _ in $(seq 100); do [[ -s $f ]] && break; sleep 0.1; done
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cookie"])' "$f" 2>/dev/null || echo missing
+}
+
+stop() { # stop ID [runc|crun]: kill, wait, delete (poststop runs at delete)
+    local rt=${2:-runc}
+    local -a R=("${RUNC[@]}"); [[ $rt == crun ]] && R=("${CRUN[@]}")
+    "${R[@]}" kill "$1" KILL >/dev/null 2>&1 || true
+    for _ in $(seq 50); do "${R[@]}" state "$1" 2>/dev/null | grep -q '"stopped"' && break; sleep 0.1; done
+    "${R[@]}" delete "$1" >/dev/null 2>&1
+}
+
+cached_ids() { "$BIN" --log-level off --state-dir "$STATE" list --json | python3 -c '
+import json,sys
+print(" ".join(sorted(m["id"] for g in json.load(sys.stdin) for m in g["members"])))'; }
+
+web_a='{"oci-coresched-hook/group":"web","io.kubernetes.pod.namespace":"tenant-a"}'
+db_a='{"oci-coresched-hook/group":"db","io.kubernetes.pod.namespace":"tenant-a"}'
+web_b='{"oci-coresched-hook/group":"web","io.kubernetes.pod.namespace":"tenant-b"}'
+
+echo "# e2e on $(uname -r), $(nproc) cpus, siblings $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list)"
+
+started "runc starts a1 (tenant-a/web)" a1 "$web_a"
+started "runc starts a2 (tenant-a/web)" a2 "$web_a"
+started "runc starts b1 (tenant-a/db)" b1 "$db_a"
+started "runc starts t1 (tenant-b/web)" t1 "$web_b"
+a1=$(cookie a1); a2=$(cookie a2); b1=$(cookie b1); t1=$(cookie t1)
+echo "# cookies: a1=$a1 a2=$a2 b1=$b1 t1=$t1"
+check "a1 has a cookie" test "$a1" != 0x0
+check "a1 and a2 (one group) share one cookie" test "$a1" = "$a2"
+check "b1 (another group) has another cookie" test "$b1" != "$a1" -a "$b1" != 0x0
+check "t1 (same group name, other namespace) has another cookie" test "$t1" != "$a1" -a "$t1" != "$b1" -a "$t1" != 0x0
+
+s1=$(self_cookie a1); s2=$(self_cookie a2)
+check "a1's first action saw its cookie already set ($s1)" test "$s1" = "$a1"
+check "a2's first action saw its group's cookie ($s2)" test "$s2" = "$a1"
+
+started "runc starts n1 (policy none)" n1 '{"oci-coresched-hook/group":"web","oci-coresched-hook/policy":"none","io.kubernetes.pod.namespace":"tenant-a"}'
+check "n1 (policy none) has cookie 0" test "$(cookie n1)" = 0x0
+started "runc starts x1 (policy exclusive naming group web)" x1 '{"oci-coresched-hook/group":"web","oci-coresched-hook/policy":"exclusive","io.kubernetes.pod.namespace":"tenant-a"}'
+x1=$(cookie x1)
+check "x1 (exclusive) has a unique cookie" test "$x1" != 0x0 -a "$x1" != "$a1" -a "$x1" != "$b1" -a "$x1" != "$t1"
+
+if command -v crun >/dev/null && start c1 "$web_a" crun; then
+    ok "crun starts c1 (tenant-a/web)"
+    check "c1 under crun joins runc's a1/a2 cookie" test "$(cookie c1 crun)" = "$a1"
+    check "c1's first action saw the group's cookie" test "$(self_cookie c1)" = "$a1"
+    stop c1 crun
+    check "crun poststop removed c1 from the cache" bash -c "! grep -qw c1 <<<'$(cached_ids)'"
+else
+    bad "crun starts c1 (tenant-a/web): $(cat "$WORK/c1.out" 2>/dev/null)"
+fi
+
+stop a1
+check "poststop removed a1 from the cache" bash -c "! grep -qw a1 <<<'$(cached_ids)'"
+started "runc starts a3 after the first member left" a3 "$web_a"
+check "a3 joined the surviving member a2's cookie" test "$(cookie a3)" = "$a2"
+stop a2
+stop a3
+check "all tenant-a/web members gone from the cache" bash -c "! grep -qwE 'a2|a3' <<<'$(cached_ids)'"
+started "runc starts a4 into the empty group" a4 "$web_a"
+a4=$(cookie a4)
+check "a4 got a fresh non-zero cookie, not a live group's" test "$a4" != 0x0 -a "$a4" != "$b1" -a "$a4" != "$t1" -a "$a4" != "$x1"
+
+# fail_closed with a broken state dir: runc must refuse the container before it runs.
+: >"$WORK/not-a-dir"
+write_config "$WORK/closed.toml" "fail_closed = true"
+if start f1 "$web_a" runc "$WORK/closed.toml" "$WORK/not-a-dir"; then
+    bad "runc refused f1 with fail_closed and a broken state dir (it started)"
+else
+    ok "runc refused f1 with fail_closed and a broken state dir"
+fi
+check "f1's process never ran" test ! -e "$OUT/f1/self.json"
+check "runc's error names the state dir problem" grep -q "state dir" "$WORK/f1.out"
+
+echo "# hook log: $(grep -c decision "$WORK/hook.log") decisions, $(grep -ciE ' (warn|error) ' "$WORK/hook.log") warnings/errors"
+if ((fail)); then
+    echo "# hook log tail:"; tail -n 30 "$WORK/hook.log" | sed 's/^/#   /'
+fi
+echo "e2e: $pass passed, $fail failed"
+((fail == 0))

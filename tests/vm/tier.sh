@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Tier 3: the real-kernel VM. Builds the hook and the library's test binary on the host, boots the
+# CONFIG_SCHED_CORE guest (tests/vm/vm.sh, kernel cached outside the clone) and runs inside it:
+#   1. the cookie scenario suite against prctl (src/scenarios, the `linux` half, --ignored here);
+#   2. tests/vm/e2e.sh: real runc and crun containers with the hook, cookies read back with GET.
+# Any guest failure, panic or timeout fails this script.
+set -euo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
+
+tests/vm/vm.sh deps
+cargo build --locked
+LIBTEST=$(cargo test --locked --lib --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
+        print(m["executable"])')
+[[ -x $LIBTEST ]] || { echo "tier.sh: could not find the library test binary" >&2; exit 1; }
+
+start=$(date +%s)
+tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-900}" -- sh -c "
+    echo '== scenario suite on the real kernel'
+    '$LIBTEST' --ignored --test-threads=2 scenarios::linux || exit 1
+    echo '== end-to-end with runc and crun'
+    tests/vm/e2e.sh"
+echo "tier.sh: VM tier passed in $(($(date +%s) - start)) s"
