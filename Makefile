@@ -1,0 +1,20 @@
+# Entry points. `make test` is the README's test command and what CI runs.
+.PHONY: build test test-host vm-tier demo
+
+build:
+	cargo build --release --locked
+
+test:
+	scripts/test-all.sh
+
+# Tiers 1-2 only (no VM).
+test-host:
+	OCH_SKIP_VM=1 scripts/test-all.sh
+
+vm-tier:
+	tests/vm/tier.sh
+
+# Two containers of one group share a cookie, a third is isolated: real runc on a real
+# CONFIG_SCHED_CORE kernel in a VM.
+demo:
+	tests/vm/demo.sh

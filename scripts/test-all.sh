@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine and runs every test tier of oci-coresched-hook:
+#   1. lints (rustfmt, clippy)         2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
+#   3. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
+# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tier 3 locally (never in CI).
+set -euo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+# Debian packages the host tiers need (the VM tier installs its own through tests/vm/vm.sh deps).
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "error: need root to install ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+log "rustfmt"
+cargo fmt --check
+log "clippy"
+cargo clippy --locked --all-targets -- -D warnings
+
+log "cargo test (unit, fake-kernel scenarios, real runtimes on this host)"
+cargo test --locked 2>&1
+
+if [[ ${OCH_SKIP_VM:-} == 1 && -z ${CI:-} ]]; then
+    log "SKIPPED: the real-kernel VM tier (OCH_SKIP_VM=1)"
+else
+    log "real-kernel VM tier"
+    tests/vm/tier.sh
+fi
+log "all tiers passed"
