@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::{Cli, Command};
+use crate::commands;
 use crate::config::{self, Config, ConfigError};
 use crate::hook::{self, Done, Paths};
-use crate::kernel::{CookieHex, linux::Linux};
+use crate::kernel::{self, CookieHex, CoreSched};
 use crate::logging;
 use crate::policy::Action;
 use crate::procfs::ProcFs;
@@ -72,13 +73,37 @@ pub fn run(cli: Cli) -> ExitCode {
     if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
         eprintln!("oci-coresched-hook: warning: {msg}");
     }
-    if let (Some(e), Command::Inspect { .. } | Command::List { .. }) = (&config_error, &cli.command) {
+    if let (Some(e), false) = (
+        &config_error,
+        matches!(
+            cli.command,
+            Command::Hook { .. } | Command::Explain { .. } | Command::Completions { .. } | Command::Man { .. }
+        ),
+    ) {
         print_error(&anyhow::anyhow!("{e}"));
         return ExitCode::from(EXIT_USAGE);
     }
     match &cli.command {
-        Command::Inspect { pid, json } => finish(inspect(&cli, &config, *pid, *json)),
-        Command::List { json } => finish(list(&cli, &config, *json)),
+        Command::Completions { shell } => {
+            crate::docs::completions(*shell, &mut std::io::stdout().lock());
+            ExitCode::from(EXIT_OK)
+        }
+        Command::Man { out_dir } => finish(match out_dir {
+            Some(dir) => crate::docs::man_pages(dir)
+                .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
+                .with_context(|| format!("failed to write man pages to {}", dir.display())),
+            None => crate::docs::man(&mut std::io::stdout().lock()).context("failed to write the man page"),
+        }),
+        Command::Inspect { pid, json } => finish(commands::inspect(&cli.state_dir, &config, *pid, *json)),
+        Command::List { json } => finish(commands::list(&cli.state_dir, &config, *json)),
+        Command::Gc { json } => finish(commands::gc(&cli.state_dir, &config, *json)),
+        Command::Reconcile { dry_run, once: _, interval, json } => {
+            finish(commands::reconcile(&cli.state_dir, &config, *dry_run, *interval, *json))
+        }
+        Command::Rebuild { runc_root, crun_root, json } => {
+            finish(commands::rebuild(&cli.state_dir, &config, runc_root, crun_root, *json))
+        }
+        Command::Metrics { output } => finish(commands::metrics(&cli.state_dir, &config, output.as_ref())),
         Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Command::Explain { stage, state } => {
             if let Some(e) = config_error {
@@ -137,7 +162,9 @@ fn run_hook(
     }
     let proc = ProcFs::default();
     let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: Path::new(CGROUP_ROOT) };
-    match hook::run(&decision, config, &paths, &Linux) {
+    let system = kernel::system();
+    let k: &dyn CoreSched = &*system;
+    match hook::run(&decision, config, &paths, &k) {
         Ok(done) => {
             report(&decision, &done);
             ExitCode::from(EXIT_OK)
@@ -208,27 +235,4 @@ fn finish(r: anyhow::Result<()>) -> ExitCode {
             ExitCode::from(EXIT_FAILED)
         }
     }
-}
-
-fn print_out(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-}
-
-fn inspect(cli: &Cli, config: &Config, pid: i32, json: bool) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
-    let opened = crate::ops::open_existing(&cli.state_dir, config.lock_timeout())?;
-    let report = crate::ops::inspect::inspect(pid, &Linux, &proc, opened.as_ref().map(|(_, s)| s))?;
-    print_out(&if json { serde_json::to_string_pretty(&report)? + "\n" } else { crate::ops::inspect::render(&report) });
-    Ok(())
-}
-
-fn list(cli: &Cli, config: &Config, json: bool) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
-    let groups = match crate::ops::open_existing(&cli.state_dir, config.lock_timeout())? {
-        Some((_lock, store)) => crate::ops::list::list(&store, &Linux, &proc)?,
-        None => Vec::new(),
-    };
-    print_out(&if json { serde_json::to_string_pretty(&groups)? + "\n" } else { crate::ops::list::render(&groups) });
-    Ok(())
 }

@@ -72,4 +72,57 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Drop members whose init died or whose pid was reused, and empty groups
+    Gc {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give processes that entered a container without a hook (runc exec, nsenter) the cookie of
+    /// their container's group; run by a systemd timer
+    Reconcile {
+        /// Only report what would be fixed
+        #[arg(long)]
+        dry_run: bool,
+        /// Run once and exit (the default; for timers and scripts)
+        #[arg(long, conflicts_with = "interval")]
+        once: bool,
+        /// Instead of once, repeat every SECONDS until killed
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+        interval: Option<u64>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reload the cache from the containers runc and crun are running (after the cache was lost)
+    Rebuild {
+        /// A runc-style state root to scan (repeatable) [default: /run/runc,
+        /// /run/containerd/runc/k8s.io, /run/containerd/runc/default and /run/crun]
+        #[arg(long, value_name = "DIR")]
+        runc_root: Vec<PathBuf>,
+        /// A crun state root to scan (repeatable)
+        #[arg(long, value_name = "DIR")]
+        crun_root: Vec<PathBuf>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print Prometheus metrics (text format, for node_exporter's textfile collector)
+    Metrics {
+        /// Write atomically to FILE instead of stdout (e.g. /var/lib/node_exporter/oci-coresched-hook.prom)
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// Target shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a directory
+    Man {
+        /// Write oci-coresched-hook.1 and oci-coresched-hook-<command>.1 into DIR
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }

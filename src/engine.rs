@@ -93,6 +93,12 @@ pub struct EnsureRequest {
     pub namespace: Option<String>,
     /// Cgroup of the init.
     pub cgroup: Option<String>,
+    /// Pod name, for metrics labels.
+    pub pod_name: Option<String>,
+    /// Pod uid, for metrics labels.
+    pub pod_uid: Option<String>,
+    /// Container name within the pod, for metrics labels.
+    pub container_name: Option<String>,
 }
 
 /// How the cookie was obtained.
@@ -264,6 +270,9 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 seq: 0,
                 created_at: 0,
                 updated_at: 0,
+                pod_name: req.pod_name.clone(),
+                pod_uid: req.pod_uid.clone(),
+                container_name: req.container_name.clone(),
             })?;
             if let Some(old) = &left {
                 self.store.drop_group_if_empty(old)?;
@@ -332,6 +341,42 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Ok(())
     }
 
+    /// Gives each target process (thread-group scope) the cookie of the live task `src`, which
+    /// must be `cookie` (non-zero; checked on the relay thread before anything is pushed). Used by
+    /// `reconcile` for processes that entered a container without a hook (`runc exec`, `nsenter`).
+    ///
+    /// One relay per target, so a target that exits meanwhile ([`Adopted::Exited`], not an
+    /// error) does not stop the others. `Err` only when `src` is gone or changed
+    /// ([`EngineError::TargetGone`]) or `cookie` is 0; per-target failures are in the result.
+    pub fn adopt(&self, src: TaskId, cookie: Cookie, targets: &[TaskId]) -> Result<Vec<Adoption>, EngineError> {
+        if cookie == 0 {
+            return Err(EngineError::Verify {
+                what: format!("pid {} (the source to adopt from)", src.pid),
+                expected: CookieHex(1),
+                found: CookieHex(0),
+            });
+        }
+        let mut out = Vec::with_capacity(targets.len());
+        for &target in targets {
+            let result = if !self.same(target)? {
+                Adopted::Exited
+            } else {
+                match self.relay(src, cookie, &[("process".to_string(), target.pid)]) {
+                    Ok(()) if self.same(target)? => Adopted::Done,
+                    Ok(()) => {
+                        log::warn!("pid {} was reused while it was given cookie {}", target.pid, CookieHex(cookie));
+                        Adopted::Exited
+                    }
+                    Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(src.pid)),
+                    Err(RelayError::Engine(_)) if !self.same(target)? => Adopted::Exited,
+                    Err(RelayError::Engine(e)) => Adopted::Failed(e),
+                }
+            };
+            out.push(Adoption { pid: target.pid, result });
+        }
+        Ok(out)
+    }
+
     /// Gives the init cookie 0 (policy none, or a disabled QoS class) and removes the container
     /// from any group.
     pub fn clear(&self, container_id: &str, pid: Pid) -> Result<Option<Member>, EngineError> {
@@ -373,6 +418,26 @@ fn reset_to_zero<K: CoreSched>(kernel: &K) -> Result<(), EngineError> {
         }
     }
     Err(EngineError::NoZeroSource)
+}
+
+/// What [`Engine::adopt`] did to one target.
+#[derive(Debug)]
+pub enum Adopted {
+    /// The process has the cookie now (verified with a GET).
+    Done,
+    /// The process exited, or its pid was reused, before the share completed.
+    Exited,
+    /// The share failed.
+    Failed(EngineError),
+}
+
+/// One target of [`Engine::adopt`] and what happened to it.
+#[derive(Debug)]
+pub struct Adoption {
+    /// The target process.
+    pub pid: Pid,
+    /// The result.
+    pub result: Adopted,
 }
 
 /// A relay that failed because its source died (retry with another member) or for good.

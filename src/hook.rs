@@ -171,7 +171,9 @@ pub fn decide(state: &State, stage: Option<Stage>, config: &Config) -> Result<De
         annotations: &info.annotations,
         cgroups_path: info.cgroups_path.as_deref(),
     };
-    Ok(policy::decide(&input, config)?)
+    let mut decision = policy::decide(&input, config)?;
+    decision.pod = policy::PodLabels::from_annotations(&info.annotations);
+    Ok(decision)
 }
 
 /// What a hook run did.
@@ -245,6 +247,9 @@ pub fn run<K: CoreSched>(
                 pid,
                 namespace: decision.namespace.clone(),
                 cgroup: cgroup.clone(),
+                pod_name: decision.pod.name.clone(),
+                pod_uid: decision.pod.uid.clone(),
+                container_name: decision.pod.container_name.clone(),
             };
             let sched_idle = decision.sched_idle;
             let out = with_store(
@@ -274,6 +279,31 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
     HookError::Engine { id: id.to_string(), source }
 }
 
+/// After a damaged cache was moved aside, reloads the fresh one from the containers runc and crun
+/// are running (read-only on the kernel), so the next members still join their groups' cookies.
+/// Best effort: a failure is logged and the hook goes on with what it has.
+fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &Config) {
+    let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+    let roots = crate::ops::rebuild::RuntimeRoot::defaults();
+    let result = store
+        .begin()
+        .map_err(EngineError::from)
+        .and_then(|()| crate::ops::rebuild::rebuild(store, kernel, paths.proc, &roots, config));
+    match result.and_then(|r| store.commit().map(|()| r).map_err(EngineError::from)) {
+        Ok(r) => log::warn!(
+            "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",
+            r.members.len()
+        ),
+        Err(e) => {
+            store.rollback();
+            log::warn!(
+                "the cache was unusable and was moved to {aside}; failed to reload it from running containers: {e} \
+                 (run `oci-coresched-hook rebuild`)"
+            );
+        }
+    }
+}
+
 /// Locks the state dir, opens the cache and runs `f` in one transaction. A damaged database is
 /// moved aside and `f` runs once more on a fresh one. Failures are counted (best effort).
 fn with_store<K: CoreSched, T>(
@@ -287,11 +317,8 @@ fn with_store<K: CoreSched, T>(
     let _lock = dir.lock(config.lock_timeout())?;
     let db = dir.db_path();
     let mut store = Store::open(&db)?;
-    if let Some(aside) = &store.quarantined {
-        log::warn!(
-            "the cache was unusable and was moved to {}; run `oci-coresched-hook rebuild` to reload it",
-            aside.display()
-        );
+    if store.quarantined.is_some() {
+        reload(&store, kernel, paths, config);
     }
     for attempt in 0..2 {
         store.begin()?;
@@ -306,6 +333,7 @@ fn with_store<K: CoreSched, T>(
                 if attempt == 0 && e.is_corruption() {
                     drop(store);
                     store = Store::quarantine(&db, "corrupt")?;
+                    reload(&store, kernel, paths, config);
                     continue;
                 }
                 if store.begin().is_ok() {

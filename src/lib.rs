@@ -5,7 +5,9 @@
 pub mod app;
 pub mod cgroup;
 pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod docs;
 pub mod engine;
 pub mod hook;
 pub mod kernel;

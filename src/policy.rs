@@ -26,6 +26,12 @@ pub const SANDBOX_ID: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.kubernete
 pub const POD_UID: [&str; 2] = ["io.kubernetes.pod.uid", "io.kubernetes.cri.sandbox-uid"];
 /// Pod namespace, CRI-O / kubelet then containerd.
 pub const POD_NAMESPACE: [&str; 2] = ["io.kubernetes.pod.namespace", "io.kubernetes.cri.sandbox-namespace"];
+/// Pod name, CRI-O / kubelet then containerd (a metrics label only; never affects grouping).
+pub const POD_NAME: [&str; 2] = ["io.kubernetes.pod.name", "io.kubernetes.cri.sandbox-name"];
+/// Container name within its pod, CRI-O / kubelet then containerd (a metrics label only).
+pub const CONTAINER_NAME: [&str; 2] = ["io.kubernetes.container.name", "io.kubernetes.cri.container-name"];
+/// Longest pod label value kept (a Kubernetes name is at most 253 characters).
+pub const MAX_POD_LABEL_LEN: usize = 253;
 /// Suffix of a QoS class's expeller group (Koordinator's).
 pub const EXPELLER_SUFFIX: &str = "-expeller";
 /// The same for internal keys (`pod:`, `exclusive:`, `container:`), which ids could otherwise forge.
@@ -112,6 +118,37 @@ pub struct Decision {
     pub reason: String,
     /// An annotation that was rejected; the container then gets a cookie of its own.
     pub invalid: Option<String>,
+    /// Pod and container names for metrics labels. Not part of the decision proper: [`decide`]
+    /// leaves them empty and `hook::decide` fills them from the same annotations; not printed by
+    /// `explain`.
+    #[serde(skip)]
+    pub pod: PodLabels,
+}
+
+/// The Kubernetes names of a container, from its annotations. Informational (metrics labels):
+/// they never influence the decision, so a value that is empty, longer than
+/// [`MAX_POD_LABEL_LEN`] or contains control characters is dropped rather than rejected.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodLabels {
+    /// Pod name ([`POD_NAME`]).
+    pub name: Option<String>,
+    /// Pod uid ([`POD_UID`]).
+    pub uid: Option<String>,
+    /// Container name ([`CONTAINER_NAME`]).
+    pub container_name: Option<String>,
+}
+
+impl PodLabels {
+    /// Reads the labels from annotations (first key that is set wins).
+    pub fn from_annotations(ann: &BTreeMap<String, String>) -> Self {
+        let get = |keys: &[&'static str]| {
+            first_set(ann, keys)
+                .map(|(_, v)| v)
+                .filter(|v| v.len() <= MAX_POD_LABEL_LEN && !v.chars().any(char::is_control))
+                .map(str::to_string)
+        };
+        Self { name: get(&POD_NAME), uid: get(&POD_UID), container_name: get(&CONTAINER_NAME) }
+    }
 }
 
 /// A container id that cannot even name a cache row: the input itself is bad.
@@ -188,6 +225,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         sched_idle: false,
         reason: String::new(),
         invalid: None,
+        pod: PodLabels::default(),
     };
     let mut problems: Vec<String> = Vec::new();
 

@@ -103,20 +103,31 @@ impl StateDir {
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|source| DirError::Io { path: path.clone(), source })?;
+        // Uncontended: one try_lock, no thread.
+        match file.try_lock() {
+            Ok(()) => return Ok(LockGuard { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(source)) => return Err(DirError::Io { path, source }),
+        }
+        // Contended: block in flock on a helper thread so the lock passes to us the moment it is
+        // released (polling would leave it idle between holders, a convoy when a hundred
+        // containers start at once), and give up after `timeout`. flock belongs to the open file
+        // description, which the clone shares, so the lock taken by the helper is ours. If we give
+        // up, the helper may still get the lock later, but by then `file` is closed and the
+        // helper's clone is the last descriptor: dropping it right after releases the lock.
         let start = Instant::now();
-        let mut pause = Duration::from_micros(200);
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(LockGuard { _file: file }),
-                Err(std::fs::TryLockError::WouldBlock) => {}
-                Err(std::fs::TryLockError::Error(source)) => return Err(DirError::Io { path, source }),
-            }
-            let waited = start.elapsed();
-            if waited >= timeout {
-                return Err(DirError::LockTimeout { path, waited });
-            }
-            std::thread::sleep(pause.min(timeout - waited));
-            pause = (pause * 2).min(Duration::from_millis(5));
+        let waiter = file.try_clone().map_err(|source| DirError::Io { path: path.clone(), source })?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("state-lock".into())
+            .spawn(move || {
+                let _ = tx.send(waiter.lock());
+            })
+            .map_err(|source| DirError::Io { path: path.clone(), source })?;
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(())) => Ok(LockGuard { _file: file }),
+            Ok(Err(source)) => Err(DirError::Io { path, source }),
+            Err(_) => Err(DirError::LockTimeout { path, waited: start.elapsed() }),
         }
     }
 }

@@ -17,6 +17,9 @@ fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
         seq: 0,
         created_at: 0,
         updated_at: 0,
+        pod_name: Some(format!("pod-{id}")),
+        pod_uid: Some(format!("uid-{id}")),
+        container_name: Some(format!("ctr-{id}")),
     }
 }
 
@@ -145,6 +148,11 @@ fn upsert_and_members_in_join_order() {
         (&got.container_id, &got.group, got.pid, got.start_time, got.cookie, &got.cgroup, &got.namespace),
         (&want.container_id, &want.group, want.pid, want.start_time, want.cookie, &want.cgroup, &want.namespace)
     );
+    assert_eq!(
+        (&got.pod_name, &got.pod_uid, &got.container_name),
+        (&want.pod_name, &want.pod_uid, &want.container_name)
+    );
+    assert_eq!(got.pod_name.as_deref(), Some("pod-a2"));
     assert!(got.created_at > 1_600_000_000 && got.updated_at >= got.created_at, "{got:?}");
 
     // The group rows exist, with zero counters.
@@ -163,9 +171,14 @@ fn full_range_values_round_trip() {
     m.cookie = 0xdead_beef_dead_beef; // above i64::MAX: stored as its two's complement
     m.cgroup = None;
     m.namespace = None;
+    m.pod_name = None;
+    m.pod_uid = None;
+    m.container_name = Some("we\"ird\\ ünï\ncode".into());
     let got = s.upsert_member(&m).unwrap();
     assert_eq!((got.pid, got.start_time, got.cookie), (i32::MAX, u64::MAX, 0xdead_beef_dead_beef));
     assert_eq!((got.cgroup, got.namespace), (None, None));
+    assert_eq!((got.pod_name, got.pod_uid), (None, None));
+    assert_eq!(got.container_name.as_deref(), Some("we\"ird\\ ünï\ncode"));
     assert_eq!(s.members("ns-with-ünïcode/größe").unwrap().len(), 1);
     s.set_cookie("c1", u64::MAX).unwrap();
     assert_eq!(s.member("c1").unwrap().unwrap().cookie, u64::MAX);
@@ -340,6 +353,176 @@ fn reopen_keeps_data() {
     assert_eq!(s2.failures().unwrap().len(), 2);
     assert_eq!(ids(&s2.members("tenant-a/web").unwrap()), ["a1", "a2", "a3"]);
     assert!(aside_files(dir.path()).is_empty());
+}
+
+#[test]
+fn reupsert_updates_pod_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let first = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    let mut m = member("a1", "web", 101, 11);
+    m.pod_name = Some("renamed".into());
+    m.pod_uid = None;
+    let again = s.upsert_member(&m).unwrap();
+    assert_eq!(again.seq, first.seq);
+    assert_eq!(again.pod_name.as_deref(), Some("renamed"));
+    assert_eq!(again.pod_uid, None);
+    assert_eq!(again.container_name.as_deref(), Some("ctr-a1"));
+}
+
+#[test]
+fn drop_empty_groups_keeps_groups_with_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.count("web", true).unwrap();
+    s.count("zz-orphan", false).unwrap();
+    s.count("aa-orphan", true).unwrap();
+    assert_eq!(s.drop_empty_groups().unwrap(), ["aa-orphan", "zz-orphan"]);
+    assert_eq!(s.groups().unwrap().iter().map(|g| (g.key.as_str(), g.ok)).collect::<Vec<_>>(), [("web", 1)]);
+    assert!(s.drop_empty_groups().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Migration.
+
+/// The v1 schema exactly as released (before the pod labels).
+const SCHEMA_V1: &str = "
+CREATE TABLE groups (
+    key        TEXT PRIMARY KEY NOT NULL,
+    created_at INTEGER NOT NULL,
+    ok         INTEGER NOT NULL DEFAULT 0,
+    failed     INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE members (
+    container_id TEXT PRIMARY KEY NOT NULL,
+    group_key    TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    start_time   INTEGER NOT NULL,
+    cookie       INTEGER NOT NULL,
+    cgroup       TEXT,
+    namespace    TEXT,
+    seq          INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+);
+CREATE INDEX members_by_group ON members (group_key, seq);
+CREATE TABLE failures (
+    reason TEXT PRIMARY KEY NOT NULL,
+    count  INTEGER NOT NULL
+);
+";
+
+/// Builds a populated v1 cache by hand at `path`, as the v1 code left it (WAL mode).
+fn build_v1(path: &Path) {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; BEGIN; {SCHEMA_V1} PRAGMA application_id = {APPLICATION_ID}; \
+         PRAGMA user_version = 1; COMMIT;
+         INSERT INTO groups (key, created_at, ok, failed) VALUES ('tenant-a/web', 1700000000, 3, 1);
+         INSERT INTO groups (key, created_at, ok, failed) VALUES ('tenant-b/db', 1700000001, 1, 0);
+         INSERT INTO members VALUES ('a1', 'tenant-a/web', 101, 11, 4096, '/kubepods/a1', 'tenant-a', 1, 1700000000, 1700000005);
+         INSERT INTO members VALUES ('a2', 'tenant-a/web', 102, 12, 4096, NULL, 'tenant-a', 2, 1700000002, 1700000002);
+         INSERT INTO members VALUES ('b1', 'tenant-b/db', 201, 21, 8192, NULL, NULL, 3, 1700000003, 1700000003);
+         INSERT INTO failures VALUES ('kernel', 2);"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn v1_cache_is_migrated_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    build_v1(&path);
+
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None, "a v1 cache is upgraded, not moved aside");
+    assert_healthy(&s);
+    assert!(aside_files(dir.path()).is_empty());
+
+    // Every v1 row survives, with empty pod labels.
+    let all = s.all_members().unwrap();
+    assert_eq!(ids(&all), ["a1", "a2", "b1"]);
+    let a1 = &all[0];
+    assert_eq!(
+        (a1.group.as_str(), a1.pid, a1.start_time, a1.cookie, a1.cgroup.as_deref(), a1.namespace.as_deref()),
+        ("tenant-a/web", 101, 11, 4096, Some("/kubepods/a1"), Some("tenant-a"))
+    );
+    assert_eq!((a1.seq, a1.created_at, a1.updated_at), (1, 1_700_000_000, 1_700_000_005));
+    assert!(all.iter().all(|m| m.pod_name.is_none() && m.pod_uid.is_none() && m.container_name.is_none()));
+    assert_eq!(
+        s.groups().unwrap().iter().map(|g| (g.key.as_str(), g.ok, g.failed)).collect::<Vec<_>>(),
+        [("tenant-a/web", 3, 1), ("tenant-b/db", 1, 0)]
+    );
+    assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 2)]);
+
+    // The new columns work, and join order continues after the v1 rows.
+    let a3 = s.upsert_member(&member("a3", "tenant-a/web", 103, 13)).unwrap();
+    assert_eq!(a3.seq, 4);
+    assert_eq!(a3.pod_name.as_deref(), Some("pod-a3"));
+    drop(s);
+
+    // Reopening a migrated cache is a plain open.
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.quarantined, None);
+    assert_eq!(pragma::<i32>(&s, "user_version"), SCHEMA_VERSION);
+    assert_eq!(s.member("a3").unwrap().unwrap().container_name.as_deref(), Some("ctr-a3"));
+    assert_eq!(s.all_members().unwrap().len(), 4);
+}
+
+#[test]
+fn v1_schema_plus_migration_equals_a_fresh_v2_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let migrated = dir.path().join("migrated.db");
+    build_v1(&migrated);
+    let fresh = dir.path().join("fresh.db");
+    let columns = |path: &Path| -> Vec<(String, String, bool)> {
+        let s = Store::open(path).unwrap();
+        let mut st =
+            s.conn.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('members') ORDER BY cid").unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().collect::<Result<_, _>>().unwrap()
+    };
+    let (m, f) = (columns(&migrated), columns(&fresh));
+    assert_eq!(m, f);
+    assert_eq!(
+        m.iter().rev().take(3).map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["container_name", "pod_uid", "pod_name"]
+    );
+}
+
+#[test]
+fn a_failed_migration_changes_nothing_and_the_file_is_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    // Claims v1 but already has one of the v2 columns: the ALTER fails half way.
+    build_v1(&path);
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("ALTER TABLE members ADD COLUMN pod_uid TEXT;").unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    let aside = s.quarantined.clone().expect("moved aside");
+    assert!(aside.to_str().unwrap().contains(".unmigratable-v1-"), "{aside:?}");
+    assert_healthy(&s);
+    assert!(s.all_members().unwrap().is_empty());
+    drop(s);
+    // The moved file is exactly the v1 database: the migration's first steps were rolled back.
+    let c = rusqlite::Connection::open(&aside).unwrap();
+    let version: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 1);
+    let has_pod_name: i64 = c
+        .query_row("SELECT count(*) FROM pragma_table_info('members') WHERE name = 'pod_name'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(has_pod_name, 0);
+    let n: i64 = c.query_row("SELECT count(*) FROM members", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn every_old_version_has_a_migration() {
+    for v in 1..SCHEMA_VERSION {
+        assert!(MIGRATIONS.iter().any(|(from, _)| *from == v), "no migration from v{v}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ use super::{Cookie, CoreSched, KernelError, Pid, Scope};
 use crate::procfs::ProcFs;
 
 /// What the fake kernel claims to support.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FakeMode {
     /// Core scheduling works.
     Supported,
@@ -25,7 +26,7 @@ pub enum FakeMode {
     NoSmt,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct State {
     mode: FakeMode,
     denied: HashSet<Pid>,
@@ -35,6 +36,7 @@ struct State {
     inherited: Cookie,
     next: Cookie,
     /// Calls made, for tests that count kernel traffic.
+    #[serde(skip)]
     calls: Vec<String>,
 }
 
@@ -44,6 +46,42 @@ pub struct FakeKernel {
     id: u64,
     proc: ProcFs,
     state: Mutex<State>,
+    /// When set, the state lives in this JSON file, shared by every process using it (each call
+    /// loads and stores it under a flock), so separate hook processes see one kernel.
+    file: Option<std::path::PathBuf>,
+}
+
+/// The state for one call: loaded from the shared file (if any) and written back on drop.
+struct Guard<'a> {
+    state: std::sync::MutexGuard<'a, State>,
+    file: Option<std::fs::File>,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        use std::io::{Seek, Write};
+        if let Some(f) = &mut self.file {
+            // The flock is held until `f` is closed, after the write.
+            let bytes = serde_json::to_vec(&*self.state).expect("fake kernel state serializes");
+            let ok = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| f.write_all(&bytes));
+            if let Err(e) = ok {
+                panic!("fake kernel: failed to store its state: {e}");
+            }
+        }
+    }
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -68,11 +106,40 @@ impl FakeKernel {
                 next: 0x5eed_0000_1000,
                 calls: Vec::new(),
             }),
+            file: None,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// A kernel whose state is shared through `file` by every process that opens it (created
+    /// empty if missing). Used by benchmarks and multi-process tests of the real binary.
+    pub fn shared(proc: ProcFs, file: impl Into<std::path::PathBuf>) -> Self {
+        Self { file: Some(file.into()), ..Self::new(proc) }
+    }
+
+    fn lock(&self) -> Guard<'_> {
+        use std::io::Read;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let file = self.file.as_ref().map(|path| {
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .unwrap_or_else(|e| panic!("fake kernel: failed to open {}: {e}", path.display()));
+            f.lock().unwrap_or_else(|e| panic!("fake kernel: failed to lock {}: {e}", path.display()));
+            let mut text = String::new();
+            f.read_to_string(&mut text)
+                .unwrap_or_else(|e| panic!("fake kernel: failed to read {}: {e}", path.display()));
+            if !text.trim().is_empty() {
+                let loaded: State = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("fake kernel: {} is not a fake kernel state: {e}", path.display()));
+                let calls = std::mem::take(&mut state.calls);
+                *state = State { calls, ..loaded };
+            }
+            f
+        });
+        Guard { state, file }
     }
 
     /// Switch support on or off.
@@ -332,6 +399,20 @@ mod tests {
         assert_eq!(k.probe(), Err(KernelError::NoSmt));
         k.set_mode(FakeMode::Unsupported);
         assert_eq!(k.create(400, Scope::ThreadGroup), Err(KernelError::Unsupported));
+    }
+
+    #[test]
+    fn shared_state_is_seen_by_another_instance() {
+        let (d, fp, _) = setup();
+        fp.spawn(700, 5, 0, "/a").unwrap();
+        let file = d.path().join("kernel.json");
+        let a = FakeKernel::shared(fp.procfs(), &file);
+        a.create(700, Scope::ThreadGroup).unwrap();
+        let b = FakeKernel::shared(fp.procfs(), &file);
+        assert_eq!(b.get(700).unwrap(), a.get(700).unwrap());
+        assert_ne!(b.get(700).unwrap(), 0);
+        b.set_mode(FakeMode::NoSmt);
+        assert_eq!(a.get(700), Err(KernelError::NoSmt));
     }
 
     #[test]

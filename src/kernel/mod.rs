@@ -98,6 +98,17 @@ impl<K: CoreSched + ?Sized> CoreSched for &K {
     }
 }
 
+/// The kernel the binary uses: `prctl` on the running kernel. Builds with the non-default
+/// `fake-kernel` feature (benchmarks, multi-process tests) use the shared fake instead when
+/// `OCH_FAKE_KERNEL=<state file>` is set; a release build has no such code path.
+pub fn system() -> Box<dyn CoreSched> {
+    #[cfg(feature = "fake-kernel")]
+    if let Some(file) = std::env::var_os("OCH_FAKE_KERNEL") {
+        return Box::new(fake::FakeKernel::shared(crate::procfs::ProcFs::default(), file));
+    }
+    Box::new(linux::Linux)
+}
+
 /// Formats a cookie the way logs and JSON show it: hexadecimal, like util-linux `coresched`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CookieHex(pub Cookie);

@@ -91,7 +91,8 @@ pub fn render(groups: &[GroupView]) -> String {
         }
         let warn =
             if g.live_cookies > 1 { "  WARNING: more than one cookie; the next ensure converges it" } else { "" };
-        s.push_str(&format!("  {} members, {} ok, {} failed{warn}\n", g.members.len(), g.ok, g.failed));
+        let noun = if g.members.len() == 1 { "member" } else { "members" };
+        s.push_str(&format!("  {} {noun}, {} ok, {} failed{warn}\n", g.members.len(), g.ok, g.failed));
     }
     s
 }

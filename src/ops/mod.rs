@@ -1,7 +1,11 @@
 //! Operator commands that read (and later repair) what the hook did: `inspect`, `list`.
 
+pub mod gc;
 pub mod inspect;
 pub mod list;
+pub mod metrics;
+pub mod rebuild;
+pub mod reconcile;
 
 use std::path::Path;
 

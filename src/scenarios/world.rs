@@ -21,7 +21,7 @@ use crate::store::{Member, Store};
 /// Which kernel a world uses.
 pub enum Kernel {
     /// The in-memory double.
-    Fake(FakeKernel),
+    Fake(Box<FakeKernel>),
     /// `prctl` on the running kernel (VM tier).
     Linux(Linux),
 }
@@ -29,7 +29,7 @@ pub enum Kernel {
 impl Kernel {
     pub fn get(&self) -> &dyn CoreSched {
         match self {
-            Kernel::Fake(k) => k,
+            Kernel::Fake(k) => &**k,
             Kernel::Linux(k) => k,
         }
     }
@@ -46,7 +46,7 @@ pub struct World {
 
 impl World {
     pub fn fake() -> Self {
-        Self::with(Kernel::Fake(FakeKernel::new(ProcFs::default())))
+        Self::with(Kernel::Fake(Box::new(FakeKernel::new(ProcFs::default()))))
     }
 
     pub fn linux() -> Self {

@@ -2,7 +2,8 @@
 # Tier 3: the real-kernel VM. Builds the hook and the library's test binary on the host, boots the
 # CONFIG_SCHED_CORE guest (tests/vm/vm.sh, kernel cached outside the clone) and runs inside it:
 #   1. the cookie scenario suite against prctl (src/scenarios, the `linux` half, --ignored here);
-#   2. tests/vm/e2e.sh: real runc and crun containers with the hook, cookies read back with GET.
+#   2. tests/vm/e2e.sh: real runc and crun containers with the hook, cookies read back with GET;
+#   3. tests/vm/e2e-ops.sh: reconcile of a `runc exec`'d process and rebuild of a lost cache.
 # Any guest failure, panic or timeout fails this script.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
@@ -18,9 +19,11 @@ for line in sys.stdin:
 [[ -x $LIBTEST ]] || { echo "tier.sh: could not find the library test binary" >&2; exit 1; }
 
 start=$(date +%s)
-tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-900}" -- sh -c "
+tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-1800}" -- sh -c "
     echo '== scenario suite on the real kernel'
     '$LIBTEST' --ignored --test-threads=2 scenarios::linux || exit 1
     echo '== end-to-end with runc and crun'
-    tests/vm/e2e.sh"
+    tests/vm/e2e.sh || exit 1
+    echo '== operations: reconcile and rebuild'
+    tests/vm/e2e-ops.sh"
 echo "tier.sh: VM tier passed in $(($(date +%s) - start)) s"

@@ -1,0 +1,167 @@
+//! The operator commands behind the CLI (everything but `hook` and `explain`): each opens the
+//! cache under the lock, calls its `ops` module and prints text or JSON.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::kernel::{self, CoreSched};
+use crate::ops;
+use crate::procfs::ProcFs;
+use crate::statedir::StateDir;
+use crate::store::Store;
+
+fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+}
+
+fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(v)? + "\n")
+}
+
+/// `inspect PID`.
+pub fn inspect(state_dir: &Path, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
+    let system = kernel::system();
+    let kernel: &dyn CoreSched = &*system;
+    let proc = ProcFs::default();
+    let opened = ops::open_existing(state_dir, config.lock_timeout())?;
+    let report = ops::inspect::inspect(pid, &kernel, &proc, opened.as_ref().map(|(_, s)| s))?;
+    print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
+    Ok(())
+}
+
+/// `list` / `status`.
+pub fn list(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
+    let system = kernel::system();
+    let kernel: &dyn CoreSched = &*system;
+    let proc = ProcFs::default();
+    let groups = match ops::open_existing(state_dir, config.lock_timeout())? {
+        Some((_lock, store)) => ops::list::list(&store, &kernel, &proc)?,
+        None => Vec::new(),
+    };
+    print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups) });
+    Ok(())
+}
+
+/// Runs `f` on the cache under the lock in one transaction (creating the cache if needed).
+fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let dir = StateDir::open(state_dir)?;
+    let _lock = dir.lock(config.lock_timeout())?;
+    let store = Store::open(&dir.db_path())?;
+    store.begin()?;
+    match f(&store) {
+        Ok(v) => {
+            store.commit()?;
+            Ok(v)
+        }
+        Err(e) => {
+            store.rollback();
+            Err(e)
+        }
+    }
+}
+
+/// `gc`.
+pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    if !state_dir.join("cache.db").exists() {
+        print_out(if as_json {
+            "{\"removed\":[],\"groups_dropped\":[],\"unreadable\":[]}\n"
+        } else {
+            "nothing to remove\n"
+        });
+        return Ok(());
+    }
+    let report = write_txn(state_dir, config, |store| Ok(ops::gc::gc(store, &proc)?))?;
+    print_out(&if as_json { json(&report)? } else { report.render() });
+    Ok(())
+}
+
+/// `metrics [--output FILE]`.
+pub fn metrics(state_dir: &Path, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    let system = kernel::system();
+    let kernel: &dyn CoreSched = &*system;
+    let proc = ProcFs::default();
+    let text = match ops::open_existing(state_dir, config.lock_timeout())? {
+        Some((_lock, store)) => ops::metrics::render(&store, &kernel, &proc)?,
+        // No cache yet: the same exposition over an empty in-memory cache.
+        None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &kernel, &proc)?,
+    };
+    match output {
+        Some(path) => ops::metrics::write_atomic(path, &text)
+            .with_context(|| format!("failed to write metrics to {}", path.display()))?,
+        None => print_out(&text),
+    }
+    Ok(())
+}
+
+/// `reconcile [--dry-run] [--interval SECONDS]`.
+pub fn reconcile(
+    state_dir: &Path,
+    config: &Config,
+    dry_run: bool,
+    interval: Option<u64>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    loop {
+        reconcile_once(state_dir, config, dry_run, as_json)?;
+        match interval {
+            Some(secs) => std::thread::sleep(std::time::Duration::from_secs(secs)),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    let system = kernel::system();
+    let kernel: &dyn CoreSched = &*system;
+    if !state_dir.join("cache.db").exists() {
+        print_out(if as_json {
+            "{\"dry_run\":false,\"members\":[]}\n"
+        } else {
+            "reconcile: no cache yet, nothing to do\n"
+        });
+        return Ok(());
+    }
+    let cgroup_root = Path::new(crate::app::CGROUP_ROOT);
+    let report = write_txn(state_dir, config, |store| {
+        Ok(ops::reconcile::reconcile(store, &kernel, &proc, cgroup_root, dry_run)?)
+    })?;
+    if report.fixed() > 0 && !dry_run {
+        log::info!("reconcile gave {} processes their group's cookie", report.fixed());
+    }
+    print_out(&if as_json { json(&report)? } else { report.render() });
+    if report.errors() > 0 {
+        anyhow::bail!("failed to reconcile {} processes (see above)", report.errors());
+    }
+    Ok(())
+}
+
+/// `rebuild [--runc-root DIR]... [--crun-root DIR]...`.
+pub fn rebuild(
+    state_dir: &Path,
+    config: &Config,
+    runc: &[PathBuf],
+    crun: &[PathBuf],
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    let system = kernel::system();
+    let kernel: &dyn CoreSched = &*system;
+    let roots: Vec<ops::rebuild::RuntimeRoot> = if runc.is_empty() && crun.is_empty() {
+        ops::rebuild::RuntimeRoot::defaults()
+    } else {
+        runc.iter()
+            .map(ops::rebuild::RuntimeRoot::runc)
+            .chain(crun.iter().map(ops::rebuild::RuntimeRoot::crun))
+            .collect()
+    };
+    let report =
+        write_txn(state_dir, config, |store| Ok(ops::rebuild::rebuild(store, &kernel, &proc, &roots, config)?))?;
+    print_out(&if as_json { json(&report)? } else { report.render() });
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! `gc`: drops cached members whose init is gone (dead, or its pid reused by another process) and
+//! groups left without members. The caller holds the state lock and wraps the call in one cache
+//! transaction.
+//!
+//! Only `/proc` is consulted, never the kernel: a member is identified by pid + start time, and a
+//! member whose identity cannot be read (an I/O error other than "no such process") is kept and
+//! reported, never dropped on a guess.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::kernel::Pid;
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::{Store, StoreError};
+
+/// Why a member was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GcReason {
+    /// No process has the pid any more.
+    Dead,
+    /// The pid now belongs to a different process (its start time changed).
+    Reused,
+}
+
+/// A member that was removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Removed {
+    /// Container id.
+    pub container_id: String,
+    /// Its group.
+    pub group: String,
+    /// Its cached init pid.
+    pub pid: Pid,
+    /// Why.
+    pub reason: GcReason,
+}
+
+/// A member kept because `/proc` could not be read for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    /// Container id.
+    pub container_id: String,
+    /// Its cached init pid.
+    pub pid: Pid,
+    /// The read error.
+    pub error: String,
+}
+
+/// What `gc` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Members removed, in cache order (by group, then age).
+    pub removed: Vec<Removed>,
+    /// Groups deleted because they had no members left (or never had any), sorted.
+    pub groups_dropped: Vec<String>,
+    /// Members kept because their `/proc` entry could not be read.
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl GcReport {
+    /// True when nothing was removed.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.groups_dropped.is_empty()
+    }
+
+    /// Human-readable text, one line per change (and per member that could not be checked).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for r in &self.removed {
+            let why = match r.reason {
+                GcReason::Dead => format!("pid {} exited", r.pid),
+                GcReason::Reused => format!("pid {} now belongs to another process", r.pid),
+            };
+            let _ = writeln!(out, "removed {} from group {} ({why})", r.container_id, r.group);
+        }
+        for g in &self.groups_dropped {
+            let _ = writeln!(out, "dropped empty group {g}");
+        }
+        for u in &self.unreadable {
+            let _ = writeln!(out, "kept {} (pid {}): failed to read /proc: {}", u.container_id, u.pid, u.error);
+        }
+        if self.is_empty() {
+            out.insert_str(0, "nothing to remove\n");
+        }
+        out
+    }
+}
+
+/// Removes dead and reused members and empty groups. See the module documentation.
+pub fn gc(store: &Store, proc: &ProcFs) -> Result<GcReport, StoreError> {
+    let mut report = GcReport::default();
+    let before: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();
+    for m in store.all_members()? {
+        let reason = match proc.task(m.pid) {
+            Ok(None) => GcReason::Dead,
+            Ok(Some(now)) if now == (TaskId { pid: m.pid, start_time: m.start_time }) => continue,
+            Ok(Some(_)) => GcReason::Reused,
+            Err(e) => {
+                log::warn!("gc: keeping {} (pid {}): failed to read /proc: {e}", m.container_id, m.pid);
+                report.unreadable.push(Unreadable { container_id: m.container_id, pid: m.pid, error: e.to_string() });
+                continue;
+            }
+        };
+        log::info!("gc: removing {} from group {} (pid {}: {reason:?})", m.container_id, m.group, m.pid);
+        store.remove_member(&m.container_id)?;
+        report.removed.push(Removed { container_id: m.container_id, group: m.group, pid: m.pid, reason });
+    }
+    store.drop_empty_groups()?;
+    let after: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();
+    report.groups_dropped = before.difference(&after).cloned().collect();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::fake::FakeProc;
+    use crate::store::Member;
+
+    fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
+        Member {
+            container_id: id.into(),
+            group: group.into(),
+            pid,
+            start_time,
+            cookie: 0x5eed,
+            cgroup: None,
+            namespace: None,
+            seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            pod_name: None,
+            pod_uid: None,
+            container_name: None,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, FakeProc, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        (dir, fp, store)
+    }
+
+    fn ids(s: &Store) -> Vec<String> {
+        s.all_members().unwrap().into_iter().map(|m| m.container_id).collect()
+    }
+
+    fn keys(s: &Store) -> Vec<String> {
+        s.groups().unwrap().into_iter().map(|g| g.key).collect()
+    }
+
+    #[test]
+    fn removes_dead_and_reused_members_and_empty_groups() {
+        let (_d, fp, s) = setup();
+        fp.spawn(100, 10, 1, "/a").unwrap();
+        fp.spawn(200, 20, 0, "/b").unwrap();
+        fp.spawn(300, 99, 0, "/c").unwrap(); // pid 300 reused: the cache says start time 30
+        s.upsert_member(&member("live", "web", 100, 10)).unwrap();
+        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
+        s.upsert_member(&member("alone", "db", 200, 20)).unwrap();
+        s.upsert_member(&member("reused", "batch", 300, 30)).unwrap();
+        s.upsert_member(&member("gone", "batch", 400, 40)).unwrap();
+        // A group row with no members at all (a failed first ensure counts one).
+        s.count("orphan", false).unwrap();
+        s.count("web", true).unwrap();
+
+        let r = gc(&s, &fp.procfs()).unwrap();
+        assert_eq!(
+            r.removed,
+            [
+                Removed { container_id: "reused".into(), group: "batch".into(), pid: 300, reason: GcReason::Reused },
+                Removed { container_id: "gone".into(), group: "batch".into(), pid: 400, reason: GcReason::Dead },
+                Removed { container_id: "dead".into(), group: "web".into(), pid: 150, reason: GcReason::Dead },
+            ]
+        );
+        assert_eq!(r.groups_dropped, ["batch", "orphan"]);
+        assert!(r.unreadable.is_empty());
+        assert_eq!(ids(&s), ["alone", "live"]);
+        assert_eq!(keys(&s), ["db", "web"]);
+        // The surviving group keeps its counters.
+        assert_eq!(s.groups().unwrap().iter().find(|g| g.key == "web").unwrap().ok, 1);
+
+        assert_eq!(
+            r.render(),
+            "removed reused from group batch (pid 300 now belongs to another process)\n\
+             removed gone from group batch (pid 400 exited)\n\
+             removed dead from group web (pid 150 exited)\n\
+             dropped empty group batch\n\
+             dropped empty group orphan\n"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["removed"][0]["reason"], "reused");
+        assert_eq!(json["removed"][1]["reason"], "dead");
+        assert_eq!(json["removed"][1]["container_id"], "gone");
+        assert_eq!(json["removed"][1]["group"], "batch");
+        assert_eq!(json["removed"][1]["pid"], 400);
+        assert_eq!(json["groups_dropped"][1], "orphan");
+
+        // A second run finds nothing.
+        let again = gc(&s, &fp.procfs()).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        assert_eq!(again.render(), "nothing to remove\n");
+        assert_eq!(ids(&s), ["alone", "live"]);
+    }
+
+    #[test]
+    fn empty_cache_has_nothing_to_remove() {
+        let (_d, fp, s) = setup();
+        let r = gc(&s, &fp.procfs()).unwrap();
+        assert_eq!(r, GcReport::default());
+        assert_eq!(r.render(), "nothing to remove\n");
+    }
+
+    #[test]
+    fn unreadable_proc_entries_are_kept_not_guessed() {
+        let (d, fp, s) = setup();
+        fp.spawn(500, 50, 0, "/a").unwrap();
+        s.upsert_member(&member("odd", "g", 500, 50)).unwrap();
+        // A stat file that cannot be parsed is an I/O error, not a dead process.
+        std::fs::write(d.path().join("proc/500/stat"), "500 (x) S 1").unwrap();
+        let r = gc(&s, &fp.procfs()).unwrap();
+        assert!(r.removed.is_empty() && r.groups_dropped.is_empty());
+        assert_eq!(r.unreadable.len(), 1);
+        assert_eq!((r.unreadable[0].container_id.as_str(), r.unreadable[0].pid), ("odd", 500));
+        assert!(
+            r.render().starts_with("nothing to remove\nkept odd (pid 500): failed to read /proc: "),
+            "{}",
+            r.render()
+        );
+        assert_eq!(ids(&s), ["odd"]);
+    }
+
+    #[test]
+    fn rolled_back_gc_changes_nothing() {
+        let (_d, fp, s) = setup();
+        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
+        s.begin().unwrap();
+        let r = gc(&s, &fp.procfs()).unwrap();
+        assert_eq!(r.removed.len(), 1);
+        s.rollback();
+        assert_eq!(ids(&s), ["dead"]);
+        assert_eq!(keys(&s), ["web"]);
+    }
+}

@@ -1,0 +1,566 @@
+//! `metrics`: the cache and the kernel as Prometheus text (exposition format 0.0.4), written for
+//! node_exporter's textfile collector.
+//!
+//! Metric and label names follow Koordinator's koordlet where it has them
+//! (`container_core_sched_cookie`, `core_sched_cookie_manage_status`), so existing dashboards work;
+//! the rest are prefixed `oci_coresched_hook_`. The caller holds the state lock.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use crate::kernel::{CookieHex, CoreSched};
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::{Store, StoreError};
+
+/// Escapes a label value: backslash, double quote and line feed (exposition format 0.0.4).
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    // HELP text escapes backslash and line feed; ours are static and contain neither.
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {}", fmt_value(value));
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else {
+        // Rust prints finite floats without exponent and parseably (e.g. 18446744073709552000).
+        format!("{v}")
+    }
+}
+
+/// Renders every metric. Members whose init died or whose pid was reused are left out (run `gc`);
+/// a live member's cookie is read with GET, falling back to the cached one when GET fails.
+pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<String, StoreError> {
+    let mut out = String::new();
+    let members = store.all_members()?;
+    let groups = store.groups()?;
+
+    let mut live_per_group: BTreeMap<String, u64> = groups.iter().map(|g| (g.key.clone(), 0)).collect();
+    family(
+        &mut out,
+        "container_core_sched_cookie",
+        "gauge",
+        "Core scheduling cookie of a container's init (the value loses precision above 2^53; the core_sched_cookie label is exact).",
+    );
+    for m in &members {
+        let entry = live_per_group.entry(m.group.clone()).or_insert(0);
+        match proc.is_same(TaskId { pid: m.pid, start_time: m.start_time }) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                log::warn!("metrics: skipping {} (pid {}): failed to read /proc: {e}", m.container_id, m.pid);
+                continue;
+            }
+        }
+        *entry += 1;
+        let cookie = match kernel.get(m.pid) {
+            Ok(c) => c,
+            Err(e) => {
+                log::debug!("metrics: GET on pid {} failed ({e}); using the cached cookie", m.pid);
+                m.cookie
+            }
+        };
+        let hex = CookieHex(cookie).to_string();
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let (pod_name, pod_ns, pod_uid, cname) =
+            (opt(&m.pod_name), opt(&m.namespace), opt(&m.pod_uid), opt(&m.container_name));
+        sample(
+            &mut out,
+            "container_core_sched_cookie",
+            &[
+                ("pod_name", &pod_name),
+                ("pod_namespace", &pod_ns),
+                ("pod_uid", &pod_uid),
+                ("container_name", &cname),
+                ("container_id", &m.container_id),
+                ("core_sched_group", &m.group),
+                ("core_sched_cookie", &hex),
+            ],
+            cookie as f64,
+        );
+    }
+
+    family(
+        &mut out,
+        "core_sched_cookie_manage_status",
+        "counter",
+        "Ensures of a core scheduling group by outcome since the cache was created.",
+    );
+    for g in &groups {
+        sample(
+            &mut out,
+            "core_sched_cookie_manage_status",
+            &[("core_sched_group", &g.key), ("status", "succeeded")],
+            g.ok as f64,
+        );
+        sample(
+            &mut out,
+            "core_sched_cookie_manage_status",
+            &[("core_sched_group", &g.key), ("status", "failed")],
+            g.failed as f64,
+        );
+    }
+
+    family(&mut out, "oci_coresched_hook_failures_total", "counter", "Hook failures by reason.");
+    for (reason, count) in store.failures()? {
+        sample(&mut out, "oci_coresched_hook_failures_total", &[("reason", &reason)], count as f64);
+    }
+
+    family(
+        &mut out,
+        "oci_coresched_hook_kernel_supported",
+        "gauge",
+        "1 when the kernel can do core scheduling (CONFIG_SCHED_CORE and SMT on), else 0.",
+    );
+    let supported = match kernel.probe() {
+        Ok(()) => 1.0,
+        Err(e) => {
+            log::debug!("metrics: core scheduling probe failed: {e}");
+            0.0
+        }
+    };
+    sample(&mut out, "oci_coresched_hook_kernel_supported", &[], supported);
+
+    family(
+        &mut out,
+        "oci_coresched_hook_group_members",
+        "gauge",
+        "Cached members of a group whose init is still running.",
+    );
+    for (group, n) in &live_per_group {
+        sample(&mut out, "oci_coresched_hook_group_members", &[("core_sched_group", group)], *n as f64);
+    }
+    Ok(out)
+}
+
+/// Writes `text` to `path` atomically for a textfile collector: a temporary file in the same
+/// directory (whose name does not end in `.prom`, so it is never collected half-written), fsync,
+/// mode 0644, rename over `path`, then fsync of the directory.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "metrics path has no file name"))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        // The umask may have narrowed the mode; the collector (often another user) must read it.
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    let result = write();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
+    use crate::kernel::{Pid, Scope};
+    use crate::store::Member;
+
+    fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
+        Member {
+            container_id: id.into(),
+            group: group.into(),
+            pid,
+            start_time,
+            cookie,
+            cgroup: None,
+            namespace: Some("tenant-a".into()),
+            seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            pod_name: Some(format!("pod-{id}")),
+            pod_uid: Some(format!("uid-{id}")),
+            container_name: Some(format!("ctr-{id}")),
+        }
+    }
+
+    struct Seeded {
+        _dir: tempfile::TempDir,
+        proc: ProcFs,
+        kernel: FakeKernel,
+        store: Store,
+        /// Cookie of group tenant-a/web on the fake kernel.
+        web: u64,
+    }
+
+    fn seeded() -> Seeded {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let proc = fp.procfs();
+        let kernel = FakeKernel::new(proc.clone());
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        for (pid, start) in [(100, 10), (101, 11), (200, 20), (300, 99)] {
+            fp.spawn(pid, start, 0, "/kubepods/x").unwrap();
+        }
+        kernel.create(100, Scope::ThreadGroup).unwrap();
+        let web = kernel.get(100).unwrap();
+        kernel.force(101, web);
+        kernel.create(200, Scope::ThreadGroup).unwrap();
+        kernel.deny(200); // GET fails: the cached cookie is reported
+
+        store.upsert_member(&member("a1", "tenant-a/web", 100, 10, 0x1)).unwrap();
+        store.upsert_member(&member("a2", "tenant-a/web", 101, 11, web)).unwrap();
+        let mut odd = member("b1", "tenant-a/pod:sb\"1", 200, 20, 0xdead_beef_dead_beef);
+        odd.pod_name = Some("we\"ird\\na\nme".into());
+        odd.pod_uid = None;
+        odd.container_name = None;
+        odd.namespace = None;
+        store.upsert_member(&odd).unwrap();
+        store.upsert_member(&member("dead", "tenant-a/web", 150, 15, web)).unwrap();
+        store.upsert_member(&member("reused", "tenant-b/gone", 300, 30, 0x77)).unwrap();
+        store.count("tenant-a/web", true).unwrap();
+        store.count("tenant-a/web", true).unwrap();
+        store.count("tenant-a/web", false).unwrap();
+        store.count("tenant-a/pod:sb\"1", true).unwrap();
+        store.count_failure("kernel").unwrap();
+        store.count_failure("lock_timeout").unwrap();
+        store.count_failure("lock_timeout").unwrap();
+        Seeded { _dir: dir, proc, kernel, store, web }
+    }
+
+    /// Parses exposition text with the reference Python client's parser. `None` when the parser
+    /// is not installed (outside CI); in CI its absence is a failure.
+    fn parse_with_prometheus_client(text: &str) -> Option<serde_json::Value> {
+        const SCRIPT: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out.append({"name": f.name, "type": f.type, "documentation": f.documentation,
+                "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]})
+print(json.dumps(out))
+"#;
+        let have = std::process::Command::new("python3")
+            .args(["-c", "import prometheus_client.parser"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !have {
+            if std::env::var_os("CI").is_some() {
+                panic!("python3 with prometheus_client is required in CI: pip install prometheus-client");
+            }
+            println!("SKIPPED Prometheus parser check: pip install prometheus-client");
+            return None;
+        }
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", SCRIPT])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "prometheus_client rejected the text:\n{}\n--- text ---\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// Runs `promtool check metrics` (from the `prometheus` package) when it is installed; it
+    /// parses the text with Prometheus's own Go parser and lints names, help and types.
+    fn promtool_check(text: &str) -> Option<String> {
+        let mut child = match std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(_) => {
+                println!("SKIPPED promtool check: apt-get install prometheus");
+                return None;
+            }
+        };
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        // Exit 3 is "lint problems only" (a parse error exits 1). One is expected: Koordinator's
+        // `core_sched_cookie_manage_status` is a counter without the `_total` suffix, and the name
+        // is kept for its dashboards.
+        let only_known_lint = out.status.code() == Some(3)
+            && report
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .all(|l| l == "core_sched_cookie_manage_status counter metrics should have \"_total\" suffix");
+        assert!(
+            out.status.success() || only_known_lint,
+            "promtool check metrics failed ({}):\n{report}\n--- text ---\n{text}",
+            out.status
+        );
+        Some(report)
+    }
+
+    fn family_of<'a>(fams: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+        fams.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no family {name} in {fams:#}"))
+    }
+
+    fn sample_value(fam: &serde_json::Value, want: &[(&str, &str)]) -> f64 {
+        let hits: Vec<&serde_json::Value> = fam["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| want.iter().all(|(k, v)| s["labels"][*k] == *v))
+            .collect();
+        assert_eq!(hits.len(), 1, "{want:?} in {fam:#}");
+        hits[0]["value"].as_f64().unwrap()
+    }
+
+    #[test]
+    fn label_escaping() {
+        assert_eq!(escape_label(r#"a"b\c"#.to_owned().as_str()), r#"a\"b\\c"#);
+        assert_eq!(escape_label("x\ny"), "x\\ny");
+        assert_eq!(escape_label("plain ünï"), "plain ünï");
+    }
+
+    #[test]
+    fn render_is_valid_exposition_and_reports_live_members() {
+        let s = seeded();
+        let text = render(&s.store, &s.kernel, &s.proc).unwrap();
+
+        // Independent of the parser: the raw shape.
+        for name in [
+            "container_core_sched_cookie",
+            "core_sched_cookie_manage_status",
+            "oci_coresched_hook_failures_total",
+            "oci_coresched_hook_kernel_supported",
+            "oci_coresched_hook_group_members",
+        ] {
+            assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name}\n{text}");
+        }
+        assert!(text.ends_with('\n'));
+        assert!(!text.contains("container_id=\"dead\""), "{text}");
+        assert!(!text.contains("container_id=\"reused\""), "{text}");
+        assert!(text.contains(r#"pod_name="we\"ird\\na\nme""#), "{text}");
+        assert!(text.contains(r#"core_sched_group="tenant-a/pod:sb\"1""#), "{text}");
+        assert!(text.contains("oci_coresched_hook_kernel_supported 1\n"), "{text}");
+
+        promtool_check(&text);
+        let Some(fams) = parse_with_prometheus_client(&text) else { return };
+        let cookie = family_of(&fams, "container_core_sched_cookie");
+        assert_eq!(cookie["type"], "gauge");
+        let samples = cookie["samples"].as_array().unwrap();
+        assert_eq!(samples.len(), 3, "{cookie:#}");
+        // a1: the cache says 0x1, the kernel says the group's cookie: the kernel wins.
+        let a1 = &samples.iter().find(|x| x["labels"]["container_id"] == "a1").unwrap()["labels"];
+        assert_eq!(a1["container_id"], "a1");
+        assert_eq!(a1["pod_name"], "pod-a1");
+        assert_eq!(a1["pod_namespace"], "tenant-a");
+        assert_eq!(a1["pod_uid"], "uid-a1");
+        assert_eq!(a1["container_name"], "ctr-a1");
+        assert_eq!(a1["core_sched_group"], "tenant-a/web");
+        assert_eq!(a1["core_sched_cookie"], format!("{:#x}", s.web));
+        assert_eq!(sample_value(cookie, &[("container_id", "a1")]), s.web as f64);
+        assert_eq!(sample_value(cookie, &[("container_id", "a2")]), s.web as f64);
+        // b1: GET is denied, so the cached cookie is reported; escaped labels round-trip.
+        let b1 = &samples.iter().find(|x| x["labels"]["container_id"] == "b1").unwrap()["labels"];
+        assert_eq!(b1["pod_name"], "we\"ird\\na\nme");
+        assert_eq!(b1["core_sched_group"], "tenant-a/pod:sb\"1");
+        assert_eq!(b1["core_sched_cookie"], "0xdeadbeefdeadbeef");
+        assert_eq!(b1["pod_uid"], "");
+        assert_eq!(sample_value(cookie, &[("container_id", "b1")]), 0xdead_beef_dead_beef_u64 as f64);
+
+        let status = family_of(&fams, "core_sched_cookie_manage_status");
+        assert_eq!(status["type"], "counter");
+        assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/web"), ("status", "succeeded")]), 2.0);
+        assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/web"), ("status", "failed")]), 1.0);
+        assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/pod:sb\"1"), ("status", "succeeded")]), 1.0);
+        assert_eq!(sample_value(status, &[("core_sched_group", "tenant-b/gone"), ("status", "failed")]), 0.0);
+
+        // The parser names a counter family without its `_total` suffix.
+        let failures = family_of(&fams, "oci_coresched_hook_failures");
+        assert_eq!(failures["type"], "counter");
+        assert_eq!(sample_value(failures, &[("reason", "lock_timeout")]), 2.0);
+        assert_eq!(sample_value(failures, &[("reason", "kernel")]), 1.0);
+
+        let supported = family_of(&fams, "oci_coresched_hook_kernel_supported");
+        assert_eq!(supported["type"], "gauge");
+        assert_eq!(supported["samples"][0]["value"].as_f64().unwrap(), 1.0);
+
+        let members = family_of(&fams, "oci_coresched_hook_group_members");
+        assert_eq!(members["type"], "gauge");
+        assert_eq!(sample_value(members, &[("core_sched_group", "tenant-a/web")]), 2.0);
+        assert_eq!(sample_value(members, &[("core_sched_group", "tenant-a/pod:sb\"1")]), 1.0);
+        assert_eq!(sample_value(members, &[("core_sched_group", "tenant-b/gone")]), 0.0);
+    }
+
+    #[test]
+    fn unsupported_kernel_reports_zero_and_cached_cookies() {
+        let s = seeded();
+        s.kernel.set_mode(FakeMode::Unsupported);
+        let text = render(&s.store, &s.kernel, &s.proc).unwrap();
+        assert!(text.contains("oci_coresched_hook_kernel_supported 0\n"), "{text}");
+        // a1's GET fails now: its cached cookie (0x1) is what is reported.
+        assert!(
+            text.contains(r#"container_id="a1",core_sched_group="tenant-a/web",core_sched_cookie="0x1"} 1"#),
+            "{text}"
+        );
+        if let Some(fams) = parse_with_prometheus_client(&text) {
+            let supported = family_of(&fams, "oci_coresched_hook_kernel_supported");
+            assert_eq!(supported["samples"][0]["value"].as_f64().unwrap(), 0.0);
+        }
+    }
+
+    #[test]
+    fn empty_cache_is_still_valid() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let kernel = FakeKernel::new(fp.procfs());
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        let text = render(&store, &kernel, &fp.procfs()).unwrap();
+        assert!(text.contains("oci_coresched_hook_kernel_supported 1\n"));
+        if let Some(fams) = parse_with_prometheus_client(&text) {
+            assert_eq!(fams.as_array().unwrap().len(), 5, "{fams:#}");
+        }
+    }
+
+    #[test]
+    fn pod_labels_come_from_kubelet_then_containerd_annotations() {
+        use crate::policy::PodLabels;
+        let ann = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let containerd = ann(&[
+            ("io.kubernetes.cri.sandbox-name", "web-0"),
+            ("io.kubernetes.cri.sandbox-uid", "u-1"),
+            ("io.kubernetes.cri.container-name", "app"),
+        ]);
+        assert_eq!(
+            PodLabels::from_annotations(&containerd),
+            PodLabels { name: Some("web-0".into()), uid: Some("u-1".into()), container_name: Some("app".into()) }
+        );
+        let both = ann(&[
+            ("io.kubernetes.pod.name", "kubelet-name"),
+            ("io.kubernetes.cri.sandbox-name", "cri-name"),
+            ("io.kubernetes.pod.uid", ""),
+            ("io.kubernetes.cri.sandbox-uid", "u-2"),
+            ("io.kubernetes.container.name", "bad\u{7}name"),
+        ]);
+        let long = "x".repeat(crate::policy::MAX_POD_LABEL_LEN + 1);
+        assert_eq!(
+            PodLabels::from_annotations(&both),
+            PodLabels { name: Some("kubelet-name".into()), uid: Some("u-2".into()), container_name: None },
+            "kubelet keys win, an empty value defers, a control character drops the label"
+        );
+        assert_eq!(PodLabels::from_annotations(&ann(&[("io.kubernetes.pod.name", &long)])), PodLabels::default());
+    }
+
+    #[test]
+    fn hook_run_records_pod_labels_that_metrics_report() {
+        use crate::config::Config;
+        use crate::hook::{self, Paths, Stage};
+        use crate::state::State;
+
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let proc = fp.procfs();
+        let kernel = FakeKernel::new(proc.clone());
+        fp.spawn(4242, 77, 1, "/kubepods/pod-u1/ctr").unwrap();
+        let annotations = [
+            ("io.kubernetes.cri.sandbox-namespace", "tenant-a"),
+            ("io.kubernetes.cri.sandbox-id", "sb1"),
+            ("io.kubernetes.cri.sandbox-name", "web-0"),
+            ("io.kubernetes.cri.sandbox-uid", "u1"),
+            ("io.kubernetes.cri.container-name", "app"),
+        ];
+        let state = State {
+            id: "c1".into(),
+            status: "creating".into(),
+            pid: Some(4242),
+            bundle: None,
+            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        let config = Config::default();
+        let decision = hook::decide(&state, Some(Stage::CreateRuntime), &config).unwrap();
+        assert_eq!(decision.pod.name.as_deref(), Some("web-0"));
+        assert!(!serde_json::to_string(&decision).unwrap().contains("web-0"), "explain's JSON is unchanged");
+        let (sd, cg) = (dir.path().join("state"), dir.path().join("cgroup"));
+        let paths = Paths { state_dir: &sd, proc: &proc, cgroup_root: &cg };
+        hook::run(&decision, &config, &paths, &kernel).unwrap();
+
+        let store = Store::open(&sd.join("cache.db")).unwrap();
+        let m = store.member("c1").unwrap().unwrap();
+        assert_eq!(
+            (m.pod_name.as_deref(), m.pod_uid.as_deref(), m.container_name.as_deref()),
+            (Some("web-0"), Some("u1"), Some("app"))
+        );
+        let text = render(&store, &kernel, &proc).unwrap();
+        let want = format!(
+            "container_core_sched_cookie{{pod_name=\"web-0\",pod_namespace=\"tenant-a\",pod_uid=\"u1\",\
+             container_name=\"app\",container_id=\"c1\",core_sched_group=\"{}\",core_sched_cookie=\"{:#x}\"}} ",
+            m.group, m.cookie
+        );
+        assert!(text.contains(&want), "{want}\n{text}");
+    }
+
+    #[test]
+    fn write_atomic_replaces_the_file_with_mode_0644() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("coresched.prom");
+        write_atomic(&path, "a 1\n").unwrap();
+        write_atomic(&path, "b 2\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "b 2\n");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["coresched.prom"], "no temporary file is left behind");
+        // A missing directory is an error, and leaves nothing behind.
+        assert!(write_atomic(&dir.path().join("nope/x.prom"), "c 3\n").is_err());
+    }
+}

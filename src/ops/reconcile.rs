@@ -1,0 +1,328 @@
+//! `reconcile`: processes that entered a container with `runc exec` or `nsenter` never pass a
+//! hook and keep their caller's cookie (usually 0). For every live cached member, every process
+//! of its cgroup (and of the cgroups below it) whose cookie differs from the cookie on the
+//! member's init is given that cookie, thread-group scope, through a verified relay thread
+//! ([`Engine::adopt`]). Meant for a systemd timer; `--dry-run` only reports.
+//!
+//! Safety rules, because the cgroup is the only thing that ties a process to a container:
+//! - the root cgroup and paths that are not plain absolute paths are never walked;
+//! - a process belongs to the member with the most specific cgroup containing its own cgroup
+//!   (`/proc/PID/cgroup`), so a nested member of another group keeps its processes;
+//! - a cgroup shared by members of different groups (e.g. crun with `--cgroup-manager=disabled`)
+//!   is ambiguous and skipped;
+//! - the cookie source is the member's init with its identity (pid + start time) checked, never a
+//!   cached cookie value.
+//!
+//! The caller holds the state lock; the cache is only read.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::engine::{Adopted, Engine, EngineError};
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
+use crate::procfs::{self, ProcFs, TaskId};
+use crate::store::{Member, Store};
+
+/// A process given (or, in a dry run, to be given) the group's cookie.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fixed {
+    /// The process (thread-group leader).
+    pub pid: Pid,
+    /// Its cookie before.
+    pub old_cookie: String,
+    /// The group's cookie.
+    pub new_cookie: String,
+}
+
+/// What reconcile did with one member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberStatus {
+    /// Its cgroup was walked (see `fixed`, `errors`).
+    Checked,
+    /// Its init is gone or its pid was reused: skipped (`gc` or the next hook drops it).
+    Dead,
+    /// Its init has cookie 0: there is no cookie to hand out (the next ensure fixes the group).
+    NoCookie,
+    /// No usable cgroup: none recorded, the root cgroup, or not found under the cgroup mount.
+    NoCgroup,
+    /// Its cgroup is also the cgroup of a member of another group: ambiguous, skipped.
+    SharedCgroup,
+    /// The member itself could not be checked (see `errors`).
+    Failed,
+}
+
+/// One member's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberReport {
+    /// Container id.
+    pub id: String,
+    /// Group key.
+    pub group: String,
+    /// Init pid.
+    pub pid: Pid,
+    /// Outcome.
+    pub status: MemberStatus,
+    /// The cookie on the init (the one handed out), when read.
+    pub cookie: Option<String>,
+    /// Cgroup path as recorded.
+    pub cgroup: Option<String>,
+    /// Processes of the cgroup looked at.
+    pub processes: usize,
+    /// Processes fixed (in a dry run: that would be fixed).
+    pub fixed: Vec<Fixed>,
+    /// Processes that exited while being fixed (not an error).
+    pub exited: Vec<Pid>,
+    /// Failures.
+    pub errors: Vec<String>,
+}
+
+/// What `reconcile` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReconcileReport {
+    /// Nothing was changed.
+    pub dry_run: bool,
+    /// Per cached member, by group then age.
+    pub members: Vec<MemberReport>,
+}
+
+impl ReconcileReport {
+    /// Processes fixed (or to fix, in a dry run).
+    pub fn fixed(&self) -> usize {
+        self.members.iter().map(|m| m.fixed.len()).sum()
+    }
+
+    /// Errors over all members.
+    pub fn errors(&self) -> usize {
+        self.members.iter().map(|m| m.errors.len()).sum()
+    }
+
+    /// Text form.
+    pub fn render(&self) -> String {
+        let verb = if self.dry_run { "would fix" } else { "fixed" };
+        let mut s = format!(
+            "reconcile{}: {} members, {verb} {} processes, {} errors\n",
+            if self.dry_run { " (dry run)" } else { "" },
+            self.members.len(),
+            self.fixed(),
+            self.errors()
+        );
+        for m in &self.members {
+            let id: String = m.id.chars().take(20).collect();
+            let status = match m.status {
+                MemberStatus::Checked => format!("{} processes checked", m.processes),
+                MemberStatus::Dead => "dead: skipped".into(),
+                MemberStatus::NoCookie => "init has no cookie: skipped (the next ensure fixes the group)".into(),
+                MemberStatus::NoCgroup => {
+                    format!("no usable cgroup ({}): skipped", m.cgroup.as_deref().unwrap_or("none recorded"))
+                }
+                MemberStatus::SharedCgroup => {
+                    format!("cgroup {} is shared with another group: skipped", m.cgroup.as_deref().unwrap_or("-"))
+                }
+                MemberStatus::Failed => "failed".into(),
+            };
+            s.push_str(&format!(
+                "{:<40} {:<20} pid {:>7} cookie {:<18} {status}\n",
+                m.group,
+                id,
+                m.pid,
+                m.cookie.as_deref().unwrap_or("-")
+            ));
+            for f in &m.fixed {
+                s.push_str(&format!("    {verb} pid {}: {} -> {}\n", f.pid, f.old_cookie, f.new_cookie));
+            }
+            for p in &m.exited {
+                s.push_str(&format!("    pid {p} exited meanwhile\n"));
+            }
+            for e in &m.errors {
+                s.push_str(&format!("    error: {e}\n"));
+            }
+        }
+        s
+    }
+}
+
+fn kerr(op: String) -> impl FnOnce(KernelError) -> EngineError {
+    move |source| EngineError::Kernel { op, source }
+}
+
+/// A member whose init was verified, with its cookie.
+struct LiveMember<'m> {
+    member: &'m Member,
+    cookie: Cookie,
+}
+
+/// True when the process in cgroup `pid_cg` belongs to `group`: the live members whose cgroup
+/// is the most specific one containing `pid_cg` are all of `group`.
+fn owned_by(pid_cg: &str, group: &str, live: &[LiveMember<'_>]) -> bool {
+    let containing: Vec<(&str, &str)> = live
+        .iter()
+        .filter_map(|l| l.member.cgroup.as_deref().map(|c| (c.trim_end_matches('/'), l.member.group.as_str())))
+        .filter(|(c, _)| !c.is_empty() && procfs::cgroup_within(pid_cg, c))
+        .collect();
+    let Some(best) = containing.iter().map(|(c, _)| c.len()).max() else { return false };
+    containing.iter().filter(|(c, _)| c.len() == best).all(|(_, g)| *g == group)
+}
+
+/// Gives every process in each live member's cgroup the cookie of the member's init. See the
+/// module documentation. `Err` only for the cache, or a kernel without core scheduling.
+pub fn reconcile<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    cgroup_root: &Path,
+    dry_run: bool,
+) -> Result<ReconcileReport, EngineError> {
+    let members = store.all_members()?;
+    let mut reports = Vec::with_capacity(members.len());
+    let mut live = Vec::new();
+    // Pass 1: which members are alive, and the cookie on each init.
+    for m in &members {
+        let mut r = MemberReport {
+            id: m.container_id.clone(),
+            group: m.group.clone(),
+            pid: m.pid,
+            status: MemberStatus::Checked,
+            cookie: None,
+            cgroup: m.cgroup.clone(),
+            processes: 0,
+            fixed: Vec::new(),
+            exited: Vec::new(),
+            errors: Vec::new(),
+        };
+        let id = TaskId { pid: m.pid, start_time: m.start_time };
+        match proc.is_same(id) {
+            Ok(true) => {}
+            Ok(false) => r.status = MemberStatus::Dead,
+            Err(e) => {
+                r.status = MemberStatus::Failed;
+                r.errors.push(format!("failed to read /proc for pid {}: {e}", m.pid));
+            }
+        }
+        if r.status == MemberStatus::Checked {
+            match kernel.get(m.pid) {
+                Ok(0) => {
+                    r.cookie = Some(CookieHex(0).to_string());
+                    r.status = MemberStatus::NoCookie;
+                }
+                Ok(cookie) => {
+                    r.cookie = Some(CookieHex(cookie).to_string());
+                    live.push(LiveMember { member: m, cookie });
+                }
+                Err(KernelError::NoSuchProcess(_)) => r.status = MemberStatus::Dead,
+                Err(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member".into())(e)),
+                Err(e) => {
+                    r.status = MemberStatus::Failed;
+                    r.errors.push(format!("failed to read the cookie of pid {}: {e}", m.pid));
+                }
+            }
+        }
+        reports.push(r);
+    }
+
+    let engine = Engine::new(kernel, proc, store);
+    let me = std::process::id() as Pid;
+    // Pass 2: walk each live member's cgroup.
+    for l in &live {
+        let m = l.member;
+        let r = reports.iter_mut().find(|r| r.id == m.container_id).expect("every member has a report");
+        let Some(cg) = m.cgroup.as_deref() else {
+            r.status = MemberStatus::NoCgroup;
+            continue;
+        };
+        let Some(dir) = procfs::cgroup_dir(cgroup_root, cg) else {
+            r.status = MemberStatus::NoCgroup;
+            continue;
+        };
+        let cg_norm = cg.trim_end_matches('/');
+        if live.iter().any(|o| {
+            o.member.group != m.group && o.member.cgroup.as_deref().map(|c| c.trim_end_matches('/')) == Some(cg_norm)
+        }) {
+            r.status = MemberStatus::SharedCgroup;
+            continue;
+        }
+        let pids = match procfs::cgroup_procs(&dir) {
+            Ok(p) => p,
+            Err(e) => {
+                r.status = MemberStatus::Failed;
+                r.errors.push(format!("failed to list the processes of {}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let mut todo: Vec<(TaskId, Cookie)> = Vec::new();
+        for pid in pids {
+            if pid <= 1 || pid == me {
+                continue;
+            }
+            let pid_cg = match proc.cgroup(pid) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue, // exited
+                Err(e) => {
+                    r.errors.push(format!("failed to read /proc/{pid}/cgroup: {e}"));
+                    continue;
+                }
+            };
+            if !owned_by(&pid_cg, &m.group, &live) {
+                continue;
+            }
+            r.processes += 1;
+            let task = match proc.task(pid) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => {
+                    r.errors.push(format!("failed to read /proc/{pid}/stat: {e}"));
+                    continue;
+                }
+            };
+            match kernel.get(pid) {
+                Ok(c) if c == l.cookie => {}
+                Ok(c) => todo.push((task, c)),
+                Err(KernelError::NoSuchProcess(_)) => {}
+                Err(e) => r.errors.push(format!("failed to read the cookie of pid {pid}: {e}")),
+            }
+        }
+        let fixed = |task: &TaskId, old: Cookie| Fixed {
+            pid: task.pid,
+            old_cookie: CookieHex(old).to_string(),
+            new_cookie: CookieHex(l.cookie).to_string(),
+        };
+        if dry_run || todo.is_empty() {
+            r.fixed = todo.iter().map(|(t, old)| fixed(t, *old)).collect();
+            continue;
+        }
+        let src = TaskId { pid: m.pid, start_time: m.start_time };
+        let targets: Vec<TaskId> = todo.iter().map(|(t, _)| *t).collect();
+        match engine.adopt(src, l.cookie, &targets) {
+            Ok(results) => {
+                for (a, (task, old)) in results.into_iter().zip(&todo) {
+                    match a.result {
+                        Adopted::Done => {
+                            log::info!(
+                                "reconcile: gave pid {} of container {} (group {}) cookie {} (was {})",
+                                task.pid,
+                                m.container_id,
+                                m.group,
+                                CookieHex(l.cookie),
+                                CookieHex(*old)
+                            );
+                            r.fixed.push(fixed(task, *old));
+                        }
+                        Adopted::Exited => r.exited.push(task.pid),
+                        Adopted::Failed(e) => r.errors.push(e.to_string()),
+                    }
+                }
+            }
+            Err(EngineError::TargetGone(_)) => r.status = MemberStatus::Dead,
+            Err(EngineError::Kernel { op, source }) if source.is_unsupported() => {
+                return Err(EngineError::Kernel { op, source });
+            }
+            Err(e) => r.errors.push(e.to_string()),
+        }
+    }
+    Ok(ReconcileReport { dry_run, members: reports })
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;
