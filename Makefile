@@ -18,3 +18,14 @@ vm-tier:
 # CONFIG_SCHED_CORE kernel in a VM.
 demo:
 	tests/vm/demo.sh
+
+# .deb, .rpm and the Kubernetes node-installer image (installs cargo-deb/cargo-generate-rpm when
+# missing). See packaging/README.md.
+.PHONY: package test-packaging
+package:
+	scripts/package.sh
+
+# Builds the packages, checks their contents, installs the .deb here (root), runs containers
+# through it with podman and runc, removes and purges it.
+test-packaging:
+	tests/packaging/run.sh

@@ -1,0 +1,11 @@
+# %postun of oci-coresched-hook ($1: 0 = erase, 1 = upgrade).
+if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || :
+fi
+if [ "$1" -eq 0 ]; then
+    # The cache of running containers is meaningless without the hook. A modified config was
+    # saved as config.toml.rpmsave by rpm and is kept.
+    rm -rf /run/oci-coresched-hook
+    rmdir /etc/oci-coresched-hook /usr/share/doc/oci-coresched-hook/examples/containerd \
+        /usr/share/doc/oci-coresched-hook/examples /usr/share/doc/oci-coresched-hook 2>/dev/null || :
+fi

@@ -1,0 +1,511 @@
+#!/usr/bin/env bash
+# Packaging tests of oci-coresched-hook (issue 5). Run as root on Debian 12:
+#
+#   tests/packaging/run.sh          (make test-packaging)
+#
+#  1. build:       scripts/package.sh builds the .deb, the .rpm and the node installer image
+#                  (set OCH_PACKAGING_NO_BUILD=1 to test the artifacts already in target/)
+#  2. config:      the shipped config parses with the binary, equals the defaults, names every key
+#  3. deb/rpm:     dpkg-deb -c / rpm -qlp list every file with its mode and owner; config marked
+#  4. install:     dpkg -i here; real podman with --hooks-dir /usr/share/containers/oci/hooks.d and
+#                  runc with containerd's base runtime spec run containers and the installed hook
+#                  logs a `decision {...}` line naming them (the kernel has no CONFIG_SCHED_CORE, so
+#                  it fails open); man -l renders, completions load; dpkg -r keeps the edited
+#                  conffile, dpkg --purge removes it. The package is purged on exit, even on failure.
+#  5. containerd:  the example files parse (tomllib, JSON) and name the installed paths
+#  6. kubernetes:  the manifest validates (kubernetes-validate --strict); the image's installer
+#                  writes binary, hooks.d file and config into a fake host root, refuses a bad config
+#
+# A missing tool fails the run when CI is set; otherwise the section prints SKIPPED and what is
+# missing. OCH_KEEP_TEMP=1 keeps the temp dir.
+set -uo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/../.." || exit 2
+ROOT=$PWD
+PKG=oci-coresched-hook
+
+T=$(mktemp -d /tmp/och-packaging.XXXXXX)
+chmod 0755 "$T"
+FAILS=0
+SKIPS=0
+INSTALLED_BY_US=0
+PODMAN_CONTAINERS=()
+
+log() { printf '\n==> %s\n' "$*"; }
+ok() { printf '  ok   %s\n' "$*"; }
+bad() {
+    printf '  FAIL %s\n' "$*"
+    FAILS=$((FAILS + 1))
+}
+# check DESCRIPTION CMD...: runs CMD quietly, ok/FAIL by its status (output shown on failure)
+check() {
+    local what=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$what"; else
+        bad "$what"
+        printf '%s\n' "$out" | sed 's/^/       | /' | head -40
+    fi
+}
+
+# need SECTION "tool|how to get it"...: true when everything is there.
+need() {
+    local section=$1 missing=() spec tool
+    shift
+    for spec in "$@"; do
+        tool=${spec%%|*}
+        case $tool in
+        root) [[ $(id -u) -eq 0 ]] || missing+=("root (run as root)") ;;
+        py:*) python3 -c "import ${tool#py:}" 2>/dev/null || missing+=("${spec#*|}") ;;
+        *) command -v "$tool" >/dev/null 2>&1 || missing+=("${spec#*|}") ;;
+        esac
+    done
+    ((${#missing[@]} == 0)) && return 0
+    if [[ -n ${CI:-} ]]; then
+        bad "$section: missing ${missing[*]} (CI is set, so a missing tool is a failure)"
+    else
+        printf '  SKIPPED %s: missing %s\n' "$section" "$(IFS=,; echo "${missing[*]}")"
+        SKIPS=$((SKIPS + 1))
+    fi
+    return 1
+}
+
+PODMAN_ARGS="--root $T/podman-storage --runroot $T/podman-run --tmpdir $T/podman-tmp --storage-driver vfs"
+PODMAN_ARGS+=" --cgroup-manager cgroupfs --events-backend file --runtime runc --runtime-flag root=$T/runc-root"
+podman_() {
+    # shellcheck disable=SC2086 # PODMAN_ARGS is a list of flags
+    podman $PODMAN_ARGS "$@" </dev/null
+}
+
+cleanup() {
+    local rc=$?
+    for c in "${PODMAN_CONTAINERS[@]}"; do podman_ rm -f -t 0 "$c" >/dev/null 2>&1; done
+    if command -v runc >/dev/null 2>&1; then
+        runc --root "$T/runc-root" delete -f "och-basespec-$$" >/dev/null 2>&1
+        rmdir /sys/fs/cgroup/*/"och-basespec-$$" /sys/fs/cgroup/"och-basespec-$$" 2>/dev/null
+    fi
+    if ((INSTALLED_BY_US)) && dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -qv 'not-installed'; then
+        echo "cleanup: dpkg --purge $PKG"
+        dpkg --purge "$PKG" >/dev/null 2>&1 || echo "cleanup: dpkg --purge $PKG FAILED: purge it by hand" >&2
+    fi
+    if [[ -d $T/podman-storage ]]; then
+        # vfs layers may hold read-only dirs; podman's own reset removes its storage cleanly.
+        podman_ system reset -f >/dev/null 2>&1
+    fi
+    if [[ ${OCH_KEEP_TEMP:-} == 1 ]]; then echo "kept $T"; else rm -rf "$T"; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------------------------
+log "1. build the packages and the image (scripts/package.sh)"
+# ---------------------------------------------------------------------------------------------
+BUILD_OK=0
+if need build "cargo|cargo (rustup)" "dpkg-deb|dpkg-deb (dpkg)" "strip|strip (binutils)" "gzip|gzip" "file|file (apt-get install file)"; then
+    if [[ ${OCH_PACKAGING_NO_BUILD:-} == 1 ]]; then
+        ok "using existing artifacts (OCH_PACKAGING_NO_BUILD=1)"
+        BUILD_OK=1
+    else
+        start=$(date +%s)
+        if PODMAN_ARGS="$PODMAN_ARGS" scripts/package.sh >"$T/package.log" 2>&1; then
+            ok "scripts/package.sh ($(($(date +%s) - start)) s; per step: $(tr '\n' ' ' <target/packaging/times))"
+            BUILD_OK=1
+        else
+            bad "scripts/package.sh failed"
+            tail -40 "$T/package.log" | sed 's/^/       | /'
+        fi
+    fi
+fi
+DEB=$(ls -t target/debian/${PKG}_*.deb 2>/dev/null | head -n1)
+RPM=$(ls -t target/generate-rpm/${PKG}-*.rpm 2>/dev/null | head -n1)
+BIN=target/release/$PKG
+MANS=()
+for m in target/packaging/man/*.1.gz; do [[ -e $m ]] && MANS+=("$(basename "$m")"); done
+
+# ---------------------------------------------------------------------------------------------
+log "2. the shipped config"
+# ---------------------------------------------------------------------------------------------
+CONF=packaging/config.toml
+FIXTURE=tests/fixtures/states/runc-createRuntime.json
+if [[ -x $BIN ]]; then
+    check "$BIN --config $CONF explain --state $FIXTURE exits 0" "$BIN" --config "$CONF" explain --state "$FIXTURE"
+    # Every commented-out `# key = value` line must be valid too once uncommented.
+    sed -E 's/^# ([a-z_]+ = )/\1/' "$CONF" >"$T/uncommented.toml"
+    check "config with every commented-out setting enabled parses" "$BIN" --config "$T/uncommented.toml" explain --state "$FIXTURE"
+    # Negative control: the check bites on an unknown key.
+    { cat "$CONF"; echo; echo 'no_such_key = 1'; } >"$T/bad.toml"
+    if "$BIN" --config "$T/bad.toml" explain --state "$FIXTURE" >/dev/null 2>&1; then
+        bad "a config with an unknown key was accepted: the check above proves nothing"
+    else ok "a config with an unknown key is rejected (the check bites)"; fi
+    # The shipped values are the defaults: same decision as an empty config, for every fixture.
+    : >"$T/empty.toml"
+    same=1
+    for f in tests/fixtures/states/*-{createRuntime,poststart,poststop}.json; do
+        [[ -e $f ]] || continue
+        a=$("$BIN" --config "$CONF" explain --state "$f" 2>&1)
+        b=$("$BIN" --config "$T/empty.toml" explain --state "$f" 2>&1)
+        [[ $a == "$b" ]] || { same=0; echo "       | $f: shipped: $a / defaults: $b"; }
+    done
+    ((same)) && ok "shipped config decides like the built-in defaults over every fixture" || bad "shipped config differs from the defaults"
+else
+    bad "no $BIN to check the config with (build failed?)"
+fi
+# The systemd units run commands the binary has (reconcile is newer than the hook).
+if [[ -x $BIN ]]; then
+    for unit in packaging/systemd/*.service; do
+        cmd=$(sed -n 's|^ExecStart=/usr/bin/oci-coresched-hook ||p' "$unit")
+        # shellcheck disable=SC2086 # split the unit's arguments
+        check "$(basename "$unit"): 'oci-coresched-hook $cmd' is a command of the binary" "$BIN" $cmd --help
+    done
+fi
+# Every key of Config and QosRule in src/config.rs appears in the shipped config.
+keys=$(awk '/^pub struct (Config|QosRule) /{on=1; next} on && /^}/{on=0} on && /^    pub [a-z_]+:/{sub(/:.*/,""); print $2}' src/config.rs)
+missing_keys=()
+for k in $keys; do
+    [[ $k == qos ]] && continue
+    grep -Eq "^(# )?$k = " "$CONF" || missing_keys+=("$k")
+done
+if [[ -z $keys ]]; then bad "found no config keys in src/config.rs (parser out of date?)"
+elif ((${#missing_keys[@]})); then bad "keys of src/config.rs missing from $CONF: ${missing_keys[*]}"
+else ok "every key of src/config.rs is in $CONF ($(echo $keys | wc -w) keys)"; fi
+for class in LSE LSR LS BE; do
+    grep -q "^\[qos\.$class\]" "$CONF" || bad "$CONF lacks [qos.$class]"
+done
+
+# ---------------------------------------------------------------------------------------------
+log "3. package contents"
+# ---------------------------------------------------------------------------------------------
+# path|mode (owner root:root everywhere); units live in lib/ (deb) or usr/lib/ (rpm).
+expected_files() { # expected_files deb|rpm
+    local unitdir=lib/systemd/system zsh=usr/share/zsh/vendor-completions
+    [[ $1 == rpm ]] && unitdir=usr/lib/systemd/system zsh=usr/share/zsh/site-functions
+    cat <<EOF
+usr/bin/$PKG|-rwxr-xr-x
+usr/share/containers/oci/hooks.d/$PKG.json|-rw-r--r--
+etc/$PKG/config.toml|-rw-r--r--
+usr/lib/tmpfiles.d/$PKG.conf|-rw-r--r--
+$unitdir/$PKG-reconcile.service|-rw-r--r--
+$unitdir/$PKG-reconcile.timer|-rw-r--r--
+$unitdir/$PKG-gc.service|-rw-r--r--
+$unitdir/$PKG-gc.timer|-rw-r--r--
+usr/share/bash-completion/completions/$PKG|-rw-r--r--
+$zsh/_$PKG|-rw-r--r--
+usr/share/fish/vendor_completions.d/$PKG.fish|-rw-r--r--
+usr/share/doc/$PKG/README.md|-rw-r--r--
+usr/share/doc/$PKG/examples/containerd/base-runtime-spec.json|-rw-r--r--
+usr/share/doc/$PKG/examples/containerd/config-1.6-base-runtime-spec.toml|-rw-r--r--
+usr/share/doc/$PKG/examples/containerd/config-1.7-nri.toml|-rw-r--r--
+usr/share/doc/$PKG/examples/containerd/config-2.x-nri.toml|-rw-r--r--
+EOF
+    for m in "${MANS[@]}"; do echo "usr/share/man/man1/$m|-rw-r--r--"; done
+}
+# compare_listing NAME FILE: FILE has "mode owner path" lines
+compare_listing() {
+    local name=$1 listing=$2 kind=$3 path mode line n=0 before=$FAILS
+    while IFS='|' read -r path mode; do
+        line=$(grep -E " /?\.?/$path\$" "$listing" | head -n1)
+        if [[ -z $line ]]; then bad "$name: missing /$path"; continue; fi
+        read -r got_mode got_owner _ <<<"$line"
+        if [[ $got_mode != "$mode" || $got_owner != root:root ]]; then
+            bad "$name: /$path is $got_mode $got_owner, want $mode root:root"
+        else n=$((n + 1)); fi
+    done < <(expected_files "$kind")
+    ((FAILS == before)) && ok "$name: all $n expected files present with the expected mode and owner root:root"
+    ((${#MANS[@]} >= 2)) || bad "$name: expected a main man page plus one per command, found ${MANS[*]:-none}"
+}
+
+if [[ -n $DEB ]] && need "deb contents" "dpkg-deb|dpkg-deb (dpkg)"; then
+    # Owner column: "root/root" or "0/0" depending on the dpkg-deb version; both mean root:root.
+    dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {o = ($2 == "0/0" || $2 == "root/root") ? "root:root" : $2; print $1, o, $6}' >"$T/deb.list"
+    compare_listing "$(basename "$DEB")" "$T/deb.list" deb
+    conffiles=$(dpkg-deb --info "$DEB" conffiles 2>/dev/null)
+    [[ $conffiles == "/etc/$PKG/config.toml" ]] && ok "deb conffiles: $conffiles" || bad "deb conffiles are '$conffiles', want /etc/$PKG/config.toml"
+    ctrl=$(dpkg-deb --info "$DEB")
+    for s in postinst prerm postrm; do
+        grep -Eq "^ .* $s( |$)" <<<"$ctrl" && ok "deb has $s" || bad "deb lacks the $s script"
+    done
+    dep=$(dpkg-deb -f "$DEB" Depends)
+    [[ $dep == *libc6* ]] && ok "deb Depends: $dep" || bad "deb Depends '$dep' lacks libc6"
+elif [[ -z $DEB ]]; then bad "no .deb in target/debian"; fi
+
+if [[ -n $RPM ]] && need "rpm contents" "rpm|rpm (apt-get install rpm)"; then
+    rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILENAMES} %{FILEFLAGS:fflags}\n]' "$RPM" 2>/dev/null |
+        awk '{print $1, $2, $3}' >"$T/rpm.list"
+    compare_listing "$(basename "$RPM")" "$T/rpm.list" rpm
+    check "rpm -qlp lists /usr/bin/$PKG" grep -qx "/usr/bin/$PKG" <(rpm -qlp "$RPM" 2>/dev/null)
+    flags=$(rpm -qp --qf '[%{FILENAMES} %{FILEFLAGS:fflags}\n]' "$RPM" 2>/dev/null | awk -v f="/etc/$PKG/config.toml" '$1 == f {print $2}')
+    [[ $flags == *c* && $flags == *n* ]] && ok "rpm: /etc/$PKG/config.toml is %config(noreplace) ($flags)" || bad "rpm: config flags are '$flags', want c and n"
+    configs=$(rpm -qcp "$RPM" 2>/dev/null)
+    [[ $configs == "/etc/$PKG/config.toml" ]] && ok "rpm -qcp: $configs" || bad "rpm config files are '$configs'"
+    rpm -qp --scripts "$RPM" >"$T/rpm.scripts" 2>/dev/null
+    for s in postinstall preuninstall postuninstall; do
+        grep -q "^$s scriptlet" "$T/rpm.scripts" && ok "rpm has a $s scriptlet" || bad "rpm lacks the $s scriptlet"
+    done
+    # Each scriptlet is valid sh.
+    awk '/^[a-z]+ scriptlet/{f=FILENAME"."(++n); next} {print > f}' "$T/rpm.scripts"
+    for f in "$T"/rpm.scripts.*; do check "rpm scriptlet $(head -c 40 "$f" | head -n1) is valid sh" sh -n "$f"; done
+    reqs=$(rpm -qpR "$RPM" 2>/dev/null | tr '\n' ' ')
+    [[ $reqs == *libc.so.6* && $reqs == */bin/sh* ]] && ok "rpm Requires: $reqs" || bad "rpm Requires '$reqs' lack libc.so.6 or /bin/sh"
+elif [[ -z $RPM ]]; then bad "no .rpm in target/generate-rpm"; fi
+
+# ---------------------------------------------------------------------------------------------
+log "4. install the .deb here; podman and runc run the installed hook; remove; purge"
+# ---------------------------------------------------------------------------------------------
+if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get install podman)" \
+    "conmon|conmon (apt-get install conmon)" "runc|runc (apt-get install runc)" "man|man (apt-get install man-db)" \
+    "jq|jq (apt-get install jq)"; then
+    if ! tests/support/mkrootfs.sh "$T/rootfs" >/dev/null 2>"$T/mkrootfs.err"; then
+        need "install" "busybox-static-is-missing|$(tail -n1 "$T/mkrootfs.err")" || true
+    elif dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -q 'install ok\|config-files'; then
+        bad "$PKG is already installed (or its config is left); this test installs and purges it: dpkg --purge $PKG first"
+    else
+        INSTALLED_BY_US=1
+        check "dpkg -i $(basename "$DEB")" dpkg -i "$DEB"
+        for t in $PKG-reconcile.timer $PKG-gc.timer; do
+            [[ -L /etc/systemd/system/timers.target.wants/$t ]] && ok "$t enabled (timers.target.wants)" || bad "$t not enabled"
+        done
+        for f in /usr/bin/$PKG /usr/share/containers/oci/hooks.d/$PKG.json /etc/$PKG/config.toml \
+            /usr/lib/tmpfiles.d/$PKG.conf /usr/share/bash-completion/completions/$PKG; do
+            [[ -f $f ]] || bad "installed: $f missing"
+        done
+        check "installed binary runs: $PKG --version" /usr/bin/$PKG --version
+        st=$(stat -c '%a %U:%G' /run/$PKG 2>/dev/null)
+        [[ $st == "700 root:root" ]] && ok "/run/$PKG is 0700 root:root" || bad "/run/$PKG is '$st', want 700 root:root"
+        if command -v systemd-analyze >/dev/null; then
+            check "systemd-analyze verify of the installed units" systemd-analyze verify \
+                /lib/systemd/system/$PKG-reconcile.service /lib/systemd/system/$PKG-reconcile.timer \
+                /lib/systemd/system/$PKG-gc.service /lib/systemd/system/$PKG-gc.timer
+        fi
+
+        # Edit the conffile: log to a file (this also exercises "config kept on remove").
+        LOG=$T/hook.log
+        sed -i "s|^# log_file = .*|log_file = \"$LOG\"|" /etc/$PKG/config.toml
+        check "edited conffile sets log_file" grep -qx "log_file = \"$LOG\"" /etc/$PKG/config.toml
+
+        # podman reads the installed hooks.d file.
+        name=och-pkg-$$
+        PODMAN_CONTAINERS+=("$name")
+        out=$(podman_ --hooks-dir /usr/share/containers/oci/hooks.d run --rm --name "$name" --net=none \
+            --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --cidfile "$T/cid" \
+            --annotation oci-coresched-hook/group=pkgtest --rootfs "$T/rootfs" sh -c 'echo ran-in-container' 2>&1)
+        rc=$?
+        [[ $rc -eq 0 && $out == *ran-in-container* ]] && ok "podman ran a container with the installed hook (fail-open)" ||
+            { bad "podman run rc=$rc"; printf '%s\n' "$out" | sed 's/^/       | /' | tail -20; }
+        cid=$(cat "$T/cid" 2>/dev/null)
+        if [[ -n $cid ]] && grep -q "decision {.*\"container_id\":\"$cid\"" "$LOG" 2>/dev/null; then
+            ok "installed hook logged: $(grep -m1 "decision {.*\"container_id\":\"$cid\"" "$LOG" | cut -c1-160)…"
+            grep -q "decision {.*\"container_id\":\"$cid\".*\"group\":\"[^\"]*pkgtest\"" "$LOG" &&
+                ok "the decision names group pkgtest" || bad "the decision does not name group pkgtest"
+        else
+            bad "no 'decision {…\"container_id\":\"$cid\"…}' line in $LOG"
+            sed 's/^/       | /' "$LOG" 2>/dev/null | tail -20
+        fi
+
+        # containerd 1.6's base runtime spec, run by runc as is (plus rootfs, args, annotation).
+        id=och-basespec-$$
+        mkdir -p "$T/bundle"
+        jq --arg root "$T/rootfs" --arg cg "/$id" \
+            '.root.path = $root | .process.args = ["/bin/true"] | .process.env = ["PATH=/bin"] | .process.terminal = false
+             | .linux.cgroupsPath = $cg | .annotations = {"oci-coresched-hook/group": "basespec"}' \
+            packaging/containerd/base-runtime-spec.json >"$T/bundle/config.json"
+        out=$(runc --root "$T/runc-root" run --bundle "$T/bundle" "$id" </dev/null 2>&1)
+        rc=$?
+        [[ $rc -eq 0 ]] && ok "runc ran a container from containerd/base-runtime-spec.json" ||
+            { bad "runc run of the base runtime spec: rc=$rc"; printf '%s\n' "$out" | sed 's/^/       | /' | tail -10; }
+        grep -q "decision {.*\"container_id\":\"$id\"" "$LOG" 2>/dev/null &&
+            ok "the base spec's hooks ran the installed hook for $id" || bad "no decision line for $id (base spec hooks)"
+
+        # man page and completions.
+        for m in "${MANS[@]}"; do
+            page=/usr/share/man/man1/$m
+            txt=$(MANWIDTH=100 man -l "$page" 2>"$T/man.err")
+            if [[ $? -eq 0 && $txt == *"${m%.1.gz}"* ]]; then :; else bad "man -l $page did not render"; fi
+        done
+        txt=$(MANWIDTH=100 man -l /usr/share/man/man1/$PKG.1.gz 2>/dev/null)
+        [[ $txt == *NAME* && $txt == *explain* ]] && ok "man -l renders ${#MANS[@]} pages (main page names its commands)" ||
+            bad "man -l $PKG.1.gz output lacks NAME/explain"
+        comp=$(bash -c "source /usr/share/bash-completion/completions/$PKG && complete -p $PKG" 2>&1)
+        [[ $comp == complete*" $PKG" ]] && ok "bash completion loads: $comp" || bad "bash completion: '$comp'"
+        words=$(bash -c "source /usr/share/bash-completion/completions/$PKG
+            COMP_WORDS=($PKG ex); COMP_CWORD=1; COMP_LINE='$PKG ex'; COMP_POINT=\${#COMP_LINE}
+            fn=\$(complete -p $PKG | sed -E 's/.*-F ([^ ]+).*/\1/'); \$fn $PKG ex $PKG; echo \"\${COMPREPLY[*]}\"" 2>&1)
+        [[ $words == *explain* ]] && ok "bash completes '$PKG ex' to: $words" || bad "bash completion of 'ex' gave '$words'"
+        if command -v zsh >/dev/null; then check "zsh completion parses (zsh -n)" zsh -n /usr/share/zsh/vendor-completions/_$PKG; fi
+        if command -v fish >/dev/null; then check "fish completion parses (fish -n)" fish -n /usr/share/fish/vendor_completions.d/$PKG.fish; fi
+
+        # dpkg -r: the program goes, the edited config stays.
+        check "dpkg -r $PKG" dpkg -r "$PKG"
+        for f in /usr/bin/$PKG /usr/share/containers/oci/hooks.d/$PKG.json /lib/systemd/system/$PKG-reconcile.timer \
+            /usr/share/man/man1/$PKG.1.gz /usr/share/bash-completion/completions/$PKG; do
+            [[ -e $f ]] && bad "after dpkg -r: $f still there"
+        done
+        ok "after dpkg -r: binary, hooks.d file, units, man page, completion are gone"
+        # As dh_installsystemd does: the removed timers are masked (their enablement links stay for a
+        # reinstall, and must not start a missing unit meanwhile); purge cleans both.
+        [[ $(readlink /etc/systemd/system/$PKG-reconcile.timer) == /dev/null ]] &&
+            ok "after dpkg -r: the timers are masked until reinstall or purge" || bad "after dpkg -r: timers not masked"
+        grep -qx "log_file = \"$LOG\"" /etc/$PKG/config.toml 2>/dev/null &&
+            ok "after dpkg -r: the edited /etc/$PKG/config.toml is kept" || bad "after dpkg -r: the edited conffile is gone"
+        status=$(dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null)
+        [[ $status == "deinstall ok config-files" ]] && ok "dpkg status: $status" || bad "dpkg status after remove: '$status'"
+        # No dangling hook: podman still runs containers and the hook is not run.
+        lines=$(wc -l <"$LOG")
+        name2=och-pkg2-$$
+        PODMAN_CONTAINERS+=("$name2")
+        out=$(podman_ --hooks-dir /usr/share/containers/oci/hooks.d run --rm --name "$name2" --net=none \
+            --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --rootfs "$T/rootfs" true 2>&1)
+        rc=$?
+        [[ $rc -eq 0 && $(wc -l <"$LOG") -eq $lines ]] && ok "after dpkg -r: podman runs containers, no hook runs" ||
+            { bad "after dpkg -r: podman rc=$rc or the hook still ran"; printf '%s\n' "$out" | tail -5; }
+
+        check "dpkg --purge $PKG" dpkg --purge "$PKG"
+        [[ -e /etc/$PKG ]] && bad "after purge: /etc/$PKG still there ($(ls -A /etc/$PKG))" || ok "after purge: /etc/$PKG is gone"
+        [[ -e /run/$PKG ]] && bad "after purge: /run/$PKG still there" || ok "after purge: /run/$PKG is gone"
+        left=$(find /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
+            -name "*$PKG*" 2>/dev/null)
+        [[ -z $left ]] && ok "after purge: no unit links or deb-systemd-helper state left" || bad "after purge: left behind: $left"
+        dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -q 'installed\|config-files' &&
+            bad "after purge: dpkg still knows $PKG" || ok "after purge: dpkg no longer knows $PKG"
+        INSTALLED_BY_US=0
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+log "5. containerd example files"
+# ---------------------------------------------------------------------------------------------
+if need containerd "python3|python3" "py:tomllib|python 3.11+ (tomllib)"; then
+    check "TOML parses and names the installed paths; JSON spec carries the hooks.d hook" python3 - "$ROOT" <<'EOF'
+import json, pathlib, sys, tomllib
+
+root = pathlib.Path(sys.argv[1])
+d = root / "packaging/containerd"
+hook = json.loads((root / "hooks.d/oci-coresched-hook.json").read_text())["hook"]
+want_ann = {"oci-coresched-hook/*", "koordinator.sh/*"}
+errors = []
+
+def runtime(cfg, plugin):
+    return cfg["plugins"][plugin]["containerd"]["runtimes"]["runc"]
+
+for name, version, cri in [("config-1.7-nri.toml", 2, "io.containerd.grpc.v1.cri"),
+                           ("config-2.x-nri.toml", 3, "io.containerd.cri.v1.runtime"),
+                           ("config-1.6-base-runtime-spec.toml", 2, "io.containerd.grpc.v1.cri")]:
+    text = (d / name).read_text()
+    cfg = tomllib.loads(text)
+    if cfg.get("version") != version:
+        errors.append(f"{name}: version {cfg.get('version')}, want {version}")
+    rt = runtime(cfg, cri)
+    for key in ("pod_annotations", "container_annotations"):
+        if not want_ann <= set(rt.get(key, [])):
+            errors.append(f"{name}: {key} {rt.get(key)} lacks {sorted(want_ann)}")
+    if "nri" in name:
+        nri = cfg["plugins"]["io.containerd.nri.v1.nri"]
+        if nri.get("disable") is not False:
+            errors.append(f"{name}: NRI not enabled")
+        for path in ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"):
+            if path not in text:
+                errors.append(f"{name}: does not name {path} (the hook-injector's directories)")
+    else:
+        if rt.get("base_runtime_spec") != "/etc/containerd/oci-coresched-hook-base-spec.json":
+            errors.append(f"{name}: base_runtime_spec is {rt.get('base_runtime_spec')}")
+
+spec = json.loads((d / "base-runtime-spec.json").read_text())
+for stage in ("createRuntime", "poststart", "poststop"):
+    got = spec.get("hooks", {}).get(stage)
+    if got != [hook]:
+        errors.append(f"base-runtime-spec.json: hooks.{stage} = {got}, want [{hook}]")
+if hook["path"] != "/usr/bin/oci-coresched-hook":
+    errors.append(f"hooks.d hook path is {hook['path']}")
+for key in ("ociVersion", "process", "root", "mounts", "linux"):
+    if key not in spec:
+        errors.append(f"base-runtime-spec.json lacks {key} (must be a whole default spec)")
+print("\n".join(errors) or "ok")
+sys.exit(1 if errors else 0)
+EOF
+    check "hooks.d file is oci-hooks 1.0.0 with createRuntime, poststart, poststop, PATH and a timeout" python3 -c '
+import json, sys
+h = json.load(open("hooks.d/oci-coresched-hook.json"))
+assert h["version"] == "1.0.0", h
+assert set(h["stages"]) == {"createRuntime", "poststart", "poststop"}, h["stages"]
+assert any(e.startswith("PATH=") for e in h["hook"]["env"]), h["hook"]
+assert 0 < h["hook"]["timeout"] <= 30, h["hook"]
+assert h["when"], h
+'
+fi
+
+# ---------------------------------------------------------------------------------------------
+log "6. Kubernetes: manifest and node installer image"
+# ---------------------------------------------------------------------------------------------
+if need "kubernetes manifest" "kubernetes-validate|kubernetes-validate (python3 -m pip install kubernetes-validate)" "py:yaml|PyYAML (python3 -m pip install pyyaml)"; then
+    check "kubernetes-validate --strict packaging/kubernetes/daemonset.yaml" \
+        kubernetes-validate --strict --quiet packaging/kubernetes/daemonset.yaml
+    check "every container of the DaemonSet uses the same image, the installer mounts the three host dirs" python3 -c '
+import yaml
+docs = [d for d in yaml.safe_load_all(open("packaging/kubernetes/daemonset.yaml")) if d]
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+pod = ds["spec"]["template"]["spec"]
+images = {c["image"] for c in pod["initContainers"] + pod["containers"]}
+assert len(images) == 1, images
+paths = {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+assert paths == {"/usr/local/bin", "/etc/containers/oci/hooks.d", "/etc/oci-coresched-hook"}, paths
+mounts = {m["mountPath"] for m in pod["initContainers"][0]["volumeMounts"]}
+assert {"/host" + p for p in paths} <= mounts, mounts
+'
+fi
+IMAGE=$(cat target/packaging/image-name 2>/dev/null)
+if ((BUILD_OK)) && need "installer image" "root" "podman|podman (apt-get install podman)"; then
+    if [[ -z $IMAGE ]] || ! podman_ image exists "$IMAGE" 2>/dev/null; then
+        if [[ -f target/packaging/oci-coresched-hook-image.tar ]]; then
+            podman_ load -i target/packaging/oci-coresched-hook-image.tar >/dev/null 2>&1
+        fi
+    fi
+    if [[ -z $IMAGE ]] || ! podman_ image exists "$IMAGE" 2>/dev/null; then
+        bad "installer image ${IMAGE:-<none>} was not built (see scripts/package.sh output)"
+    else
+        H=$T/host
+        mkdir -p "$H/usr/local/bin" "$H/etc/containers/oci/hooks.d" "$H/etc/oci-coresched-hook" "$T/cm-bad" "$T/cm-good"
+        run_installer() { # run_installer CONFIGMAP_DIR|- ARGS...
+            local cm=$1 vols=(-v "$H/usr/local/bin:/host/usr/local/bin" -v "$H/etc/containers/oci/hooks.d:/host/etc/containers/oci/hooks.d"
+                -v "$H/etc/oci-coresched-hook:/host/etc/oci-coresched-hook")
+            shift
+            [[ $cm != - ]] && vols+=(-v "$cm:/config:ro")
+            podman_ run --rm --net=none --read-only --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+                "${vols[@]}" "$IMAGE" "$@"
+        }
+        check "installer image runs: install" run_installer - install
+        st=$(stat -c '%a %U' "$H/usr/local/bin/$PKG" 2>/dev/null)
+        [[ $st == "755 root" ]] && ok "installed /usr/local/bin/$PKG 0755 root" || bad "installed binary: '$st'"
+        check "installed static binary runs on the host" "$H/usr/local/bin/$PKG" --version
+        check "installed config is packaging/config.toml" cmp "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml
+        check "installed hooks.d file = the packaged one with hook.path /usr/local/bin/$PKG" python3 -c '
+import json, sys
+got = json.load(open(sys.argv[1])); want = json.load(open("hooks.d/oci-coresched-hook.json"))
+want["hook"]["path"] = "/usr/local/bin/oci-coresched-hook"
+assert got == want, (got, want)
+' "$H/etc/containers/oci/hooks.d/$PKG.json"
+        extra=$(find "$H/etc/containers/oci/hooks.d" "$H/usr/local/bin" -mindepth 1 ! -name "$PKG.json" ! -name "$PKG")
+        [[ -z $extra ]] && ok "installer left no temp files" || bad "installer left temp files: $extra"
+        { cat packaging/config.toml; echo 'bogus = true'; } >"$T/cm-bad/config.toml"
+        if run_installer "$T/cm-bad" install >"$T/inst-bad.log" 2>&1; then
+            bad "installer accepted a ConfigMap config with an unknown key"
+        else
+            cmp -s "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml &&
+                ok "installer refuses an invalid ConfigMap config and keeps the node's ($(grep -m1 -o 'bogus[^"]*' "$T/inst-bad.log" | head -c 60))" ||
+                bad "installer changed the node's config although the new one is invalid"
+        fi
+        printf 'log_level = "debug"\nfail_closed = true\n' >"$T/cm-good/config.toml"
+        check "installer installs a ConfigMap config" run_installer "$T/cm-good" install
+        check "node config is now the ConfigMap's" cmp "$H/etc/oci-coresched-hook/config.toml" "$T/cm-good/config.toml"
+        check "installer uninstall" run_installer - uninstall
+        [[ -e $H/usr/local/bin/$PKG || -e $H/etc/containers/oci/hooks.d/$PKG.json ]] &&
+            bad "uninstall left the binary or the hooks.d file" || ok "uninstall removed the binary and the hooks.d file"
+        [[ -e $H/etc/oci-coresched-hook/config.toml ]] && ok "uninstall keeps the config (PURGE=1 removes it)" || bad "uninstall removed the config"
+        size=$(podman_ image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null)
+        ok "image $IMAGE: $((size / 1024)) KiB, FROM scratch"
+    fi
+fi
+
+echo
+if ((FAILS)); then
+    echo "packaging tests: $FAILS FAILED ($SKIPS sections skipped)"
+    exit 1
+fi
+echo "packaging tests: all passed ($SKIPS sections skipped)"
