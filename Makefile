@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier demo
+.PHONY: build test test-host vm-tier demo bench bench-vm
 
 build:
 	cargo build --release --locked
@@ -29,3 +29,11 @@ package:
 # through it with podman and runc, removes and purges it.
 test-packaging:
 	tests/packaging/run.sh
+
+# Speed (BENCHMARKS.md): whole-process table vs /bin/true over the fake kernel, then criterion.
+bench:
+	scripts/bench.sh
+
+# The share path on the real kernel in the VM tier, as a ratio to /bin/true in the guest.
+bench-vm:
+	benches/vm-share.sh

@@ -1,0 +1,172 @@
+//! In-process parts of a hook run (issue 6, item 1), with criterion: state parsing, config
+//! parsing, the decision (with and without reading the bundle's `config.json`), opening the cache,
+//! and a whole `hook::run` share path (lock, SQLite, `/proc`, relay thread) over the fake kernel,
+//! both in memory and through the shared state file the whole-process benchmark uses.
+//!
+//! Run: `cargo bench --features fake-kernel --bench inproc` (part of `make bench`).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use oci_coresched_hook::config::Config;
+use oci_coresched_hook::engine::{Engine, EnsureRequest};
+use oci_coresched_hook::hook::{self, Paths};
+use oci_coresched_hook::kernel::CoreSched;
+use oci_coresched_hook::kernel::fake::FakeKernel;
+use oci_coresched_hook::procfs::ProcFs;
+use oci_coresched_hook::state;
+use oci_coresched_hook::statedir::StateDir;
+use oci_coresched_hook::store::Store;
+
+const RUNC_STATE: &[u8] = include_bytes!("../tests/fixtures/states/runc-createRuntime.json");
+const RUNC_SPEC: &str = include_str!("../tests/fixtures/states/runc-config.json");
+const BENCH_CONFIG: &str = "syslog = false\nlog_level = \"warn\"\nfail_closed = true\n";
+
+struct Sleepers(Vec<Child>);
+
+impl Sleepers {
+    fn new(n: usize) -> Self {
+        Self(
+            (0..n)
+                .map(|_| {
+                    Command::new("sleep")
+                        .arg("100000")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .spawn()
+                        .expect("spawn sleep")
+                })
+                .collect(),
+        )
+    }
+    fn pids(&self) -> Vec<i32> {
+        self.0.iter().map(|c| c.id() as i32).collect()
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn state_for(id: &str, pid: i32, bundle: Option<&Path>) -> state::State {
+    let bundle = bundle.map(|b| format!(",\"bundle\":\"{}\"", b.display())).unwrap_or_default();
+    let json = format!(
+        "{{\"ociVersion\":\"1.0.2\",\"id\":\"{id}\",\"status\":\"creating\",\"pid\":{pid}{bundle},\
+         \"annotations\":{{\"oci-coresched-hook/group\":\"g\",\"io.kubernetes.pod.namespace\":\"default\"}}}}"
+    );
+    state::parse_state(json.as_bytes()).unwrap()
+}
+
+fn benches(c: &mut Criterion) {
+    let tmp =
+        tempfile::Builder::new().prefix("och-inproc-").tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    std::fs::write(bundle.join("config.json"), RUNC_SPEC).unwrap();
+    let config = Config::parse(BENCH_CONFIG, Path::new("bench.toml")).unwrap();
+
+    c.bench_function("state: parse a runc createRuntime state (1 KB)", |b| {
+        b.iter(|| state::parse_state(std::hint::black_box(RUNC_STATE)).unwrap())
+    });
+    c.bench_function("config: parse the bench config.toml", |b| {
+        b.iter(|| Config::parse(std::hint::black_box(BENCH_CONFIG), Path::new("bench.toml")).unwrap())
+    });
+    let no_bundle = state_for("c1", 4242, None);
+    c.bench_function("decision: annotations + config (no bundle)", |b| {
+        b.iter(|| hook::decide(std::hint::black_box(&no_bundle), None, &config).unwrap())
+    });
+    let with_bundle = state_for("c1", 4242, Some(&bundle));
+    c.bench_function("decision: with the bundle's config.json (read + oci-spec parse, 5.8 KB)", |b| {
+        b.iter(|| hook::decide(std::hint::black_box(&with_bundle), None, &config).unwrap())
+    });
+
+    // A cache with 10 live members of default/g (real `sleep` processes, real /proc).
+    let sleepers = Sleepers::new(11);
+    let pids = sleepers.pids();
+    let (members, target) = (&pids[..10], pids[10]);
+    let state_dir = tmp.path().join("state");
+    let proc = ProcFs::default();
+    let kernel = FakeKernel::new(ProcFs::default());
+    let paths = Paths { state_dir: &state_dir, proc: &proc, cgroup_root: Path::new("/sys/fs/cgroup") };
+    for (i, &pid) in members.iter().enumerate() {
+        let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
+        hook::run(&d, &config, &paths, &kernel).unwrap();
+    }
+    let dir = StateDir::open(&state_dir).unwrap();
+
+    c.bench_function("cache: state dir check + lock + Store::open + close (10 members)", |b| {
+        b.iter(|| {
+            let d = StateDir::open(&state_dir).unwrap();
+            let _l = d.lock(Duration::from_secs(3)).unwrap();
+            drop(Store::open(&d.db_path()).unwrap());
+        })
+    });
+    c.bench_function("cache: Store::open + ensure (share from 10 live) + commit, fake kernel in memory", |b| {
+        b.iter_batched(
+            || kernel.force(target, 0),
+            |()| {
+                let _l = dir.lock(Duration::from_secs(3)).unwrap();
+                let store = Store::open(&dir.db_path()).unwrap();
+                store.begin().unwrap();
+                let req = EnsureRequest {
+                    container_id: "target".into(),
+                    group: "default/g".into(),
+                    pid: target,
+                    namespace: Some("default".into()),
+                    cgroup: None,
+                    pod_name: None,
+                    pod_uid: None,
+                    container_name: None,
+                };
+                Engine::new(&kernel, &proc, &store).ensure(&req).unwrap();
+                store.commit().unwrap();
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let decision = hook::decide(&state_for("target", target, Some(&bundle)), None, &config).unwrap();
+    c.bench_function("hook::run share path (10 live), fake kernel in memory", |b| {
+        b.iter_batched(
+            || kernel.force(target, 0),
+            |()| hook::run(&decision, &config, &paths, &kernel).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    // The same through the shared state file (what the whole-process benchmark pays on top of
+    // the real kernel: every kernel call opens, flocks, parses and rewrites a JSON file).
+    let file = tmp.path().join("fake-kernel.json");
+    let shared = FakeKernel::shared(ProcFs::default(), &file);
+    for &pid in members {
+        let _ = shared.create(pid, oci_coresched_hook::kernel::Scope::Thread);
+    }
+    // Re-seed the group so its cookies live in the shared kernel.
+    let shared_dir = tmp.path().join("state-shared");
+    let spaths = Paths { state_dir: &shared_dir, proc: &proc, cgroup_root: Path::new("/sys/fs/cgroup") };
+    for (i, &pid) in members.iter().enumerate() {
+        let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
+        hook::run(&d, &config, &spaths, &shared).unwrap();
+    }
+    c.bench_function("hook::run share path (10 live), fake kernel through its shared file", |b| {
+        b.iter_batched(
+            || shared.force(target, 0),
+            |()| hook::run(&decision, &config, &spaths, &shared).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    c.bench_function("fake kernel: one GET through the shared file", |b| b.iter(|| shared.get(target).unwrap()));
+    drop(sleepers);
+}
+
+criterion_group! {
+    name = inproc;
+    config = Criterion::default().sample_size(50).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = benches
+}
+criterion_main!(inproc);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make bench`: the whole-process table (benches/process.rs) and the criterion in-process benches
+# (benches/inproc.rs), over the fake kernel (this host has no CONFIG_SCHED_CORE). No root needed:
+# containers are `sleep` processes of the caller, state lives in /dev/shm (tmpfs, like /run).
+#
+# The hook is built static-pie (`-C target-feature=+crt-static`, explicit --target so build scripts
+# and proc macros stay dynamic): that is the release build BENCHMARKS.md recommends. The build
+# goes to target/<triple>/, so it never disturbs `cargo build` / `cargo test` in target/.
+#
+# Environment: OCH_BENCH_DYNAMIC=1 (default dynamic linking instead, for the before/after row),
+# OCH_BENCH_RUNS, OCH_BENCH_BURST_ROUNDS, OCH_BENCH_ONLY, OCH_BENCH_HOOK (see benches/process.rs),
+# OCH_BENCH_SKIP_CRITERION=1 (table only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v cargo >/dev/null || { echo "bench.sh: cargo is not installed (rustup.rs)" >&2; exit 2; }
+command -v sleep >/dev/null || { echo "bench.sh: sleep(1) missing" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || echo "bench.sh: note: /usr/bin/time missing (apt-get install time); peak RSS falls back to wait4" >&2
+
+args=(--features fake-kernel)
+if [[ ${OCH_BENCH_DYNAMIC:-0} != 1 ]]; then
+    triple=$(rustc -vV | sed -n 's/^host: //p')
+    export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
+    args+=(--target "$triple")
+fi
+
+echo "== whole-process timing (benches/process.rs) ==" >&2
+cargo bench "${args[@]}" --bench process
+if [[ ${OCH_BENCH_SKIP_CRITERION:-0} != 1 ]]; then
+    echo "== in-process parts (criterion, benches/inproc.rs) ==" >&2
+    cargo bench "${args[@]}" --bench inproc
+fi
