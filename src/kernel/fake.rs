@@ -55,6 +55,8 @@ pub struct FakeKernel {
 struct Guard<'a> {
     state: std::sync::MutexGuard<'a, State>,
     file: Option<std::fs::File>,
+    /// False for calls that only read (GET): nothing to write back.
+    dirty: bool,
 }
 
 impl std::ops::Deref for Guard<'_> {
@@ -73,7 +75,7 @@ impl std::ops::DerefMut for Guard<'_> {
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
         use std::io::{Seek, Write};
-        if let Some(f) = &mut self.file {
+        if let (Some(f), true) = (&mut self.file, self.dirty) {
             // The flock is held until `f` is closed, after the write.
             let bytes = serde_json::to_vec(&*self.state).expect("fake kernel state serializes");
             let ok = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| f.write_all(&bytes));
@@ -139,7 +141,7 @@ impl FakeKernel {
             }
             f
         });
-        Guard { state, file }
+        Guard { state, file, dirty: true }
     }
 
     /// Switch support on or off.
@@ -241,6 +243,7 @@ impl FakeKernel {
 impl CoreSched for FakeKernel {
     fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
         let mut st = self.lock();
+        st.dirty = false;
         st.calls.push(format!("get {pid}"));
         self.check(&st, pid)?;
         Ok(if pid == 0 { self.self_cookie(&st) } else { self.task_cookie(&st, pid) })
