@@ -229,8 +229,21 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     };
     let mut problems: Vec<String> = Vec::new();
 
-    // Namespace: scopes every group key, so an invalid one is a problem, not a blank.
-    if let Some((_, ns)) = first(ann, &POD_NAMESPACE) {
+    // Namespace: scopes every group key, so an invalid one is a problem, not a blank. CRI-O sets
+    // the first key and containerd the second; a pod annotation passed through an allow-list could
+    // add the other one, so two that disagree mean someone claims a namespace: own cookie.
+    let namespaces: Vec<&str> = POD_NAMESPACE.iter().filter_map(|k| ann.get(*k).map(String::as_str)).collect();
+    if let [a, b] = namespaces[..]
+        && a != b
+    {
+        problems.push(format!(
+            "{} {:?} and {} {:?} disagree",
+            POD_NAMESPACE[0],
+            truncate(a),
+            POD_NAMESPACE[1],
+            truncate(b)
+        ));
+    } else if let Some((_, ns)) = first(ann, &POD_NAMESPACE) {
         match validate_namespace(ns) {
             Ok(()) => d.namespace = Some(ns.to_string()),
             Err(e) => problems.push(e),

@@ -194,7 +194,15 @@ fn rows() -> Vec<Row> {
             .ann(SB, "sb1")
             .ns("tenant-b")
             .group("tenant-b/pod:sb1"),
-        Row::new("kubelet namespace key wins over containerd's").pod().ann(NS_CRI, "tenant-b"),
+        Row::new("the two namespace keys agree").pod().ann(NS_CRI, "tenant-a"),
+        // A pod annotation let through an allow-list must not claim another namespace.
+        Row::new("namespace keys that disagree: own cookie, no namespace")
+            .ann(NS, "tenant-a")
+            .ann(NS_CRI, "tenant-b")
+            .ann(SB, "sb1")
+            .ann(ANN_GROUP, "web")
+            .group("container:c1")
+            .invalid("disagree"),
         Row::new("namespace without pod: the container alone, scoped")
             .ann(NS, "tenant-a")
             .ns("tenant-a")
