@@ -37,3 +37,14 @@ bench:
 # The share path on the real kernel in the VM tier, as a ratio to /bin/true in the guest.
 bench-vm:
 	benches/vm-share.sh
+
+# Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
+# runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the
+# bounded run of the test command (20 s per target).
+.PHONY: fuzz fuzz-short
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-short.sh
+
+fuzz-short:
+	scripts/fuzz-short.sh

@@ -133,12 +133,23 @@ impl Config {
 
 /// When the config cannot be parsed, whether it still asks to fail closed. A broken file must not
 /// turn a fail-closed node into a fail-open one, so this looks for a `fail_closed = true` line.
+/// The file is read as bytes: invalid UTF-8 elsewhere in it must not hide that line.
 pub fn broken_config_wants_fail_closed(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else { return false };
-    text.lines().any(|line| {
-        let line = line.split('#').next().unwrap_or("");
-        let mut parts = line.splitn(2, '=');
-        matches!((parts.next(), parts.next()), (Some(k), Some(v)) if k.trim() == "fail_closed" && v.trim() == "true")
+    let Ok(bytes) = std::fs::read(path) else { return false };
+    text_wants_fail_closed(&String::from_utf8_lossy(&bytes))
+}
+
+/// Whether one line of `text` sets `fail_closed = true`: a line that is on its own a TOML document
+/// doing so, whatever spelling of the key TOML allows (bare, `"quoted"`, `'literal'`, escaped), or,
+/// when the line is not valid TOML, one that reads `fail_closed = true` before any comment.
+pub fn text_wants_fail_closed(text: &str) -> bool {
+    text.lines().any(|line| match toml::from_str::<toml::Table>(line) {
+        Ok(table) => table.get("fail_closed") == Some(&toml::Value::Boolean(true)),
+        Err(_) => {
+            let line = line.split('#').next().unwrap_or("");
+            let mut parts = line.splitn(2, '=');
+            matches!((parts.next(), parts.next()), (Some(k), Some(v)) if k.trim() == "fail_closed" && v.trim() == "true")
+        }
     })
 }
 
@@ -203,5 +214,17 @@ mod tests {
         assert!(broken_config_wants_fail_closed(&p));
         std::fs::write(&p, "# fail_closed = true\nlog_level = [\n").unwrap();
         assert!(!broken_config_wants_fail_closed(&p));
+        // Every spelling TOML allows for the key (found by the config fuzz target), and a file
+        // that is not even UTF-8.
+        for text in
+            ["\"fail_closed\" = true", "'fail_closed' = true", "\"fail\\u005fclosed\" = true", "fail_closed=true"]
+        {
+            let broken = format!("{text}\nlog_level = [\n");
+            assert!(parse(text).unwrap().fail_closed, "{text}");
+            assert!(text_wants_fail_closed(&broken), "{broken:?}");
+        }
+        std::fs::write(&p, b"fail_closed = true\nlog_file = \"\xff\"\n").unwrap();
+        assert!(broken_config_wants_fail_closed(&p));
+        assert!(!text_wants_fail_closed("fail_closed = false\nx = [\n"));
     }
 }

@@ -192,6 +192,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
 
         for _ in 0..MAX_SOURCE_ATTEMPTS {
             let live = self.live_members(&req.group, &mut dropped)?;
+            crate::fault::point("after_read");
             // The oldest member holding a cookie defines the group's cookie. The container itself
             // counts when the cache already has it with this very init (poststart after createRuntime).
             let source = live
@@ -252,6 +253,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                     (cookie, Via::Created, targets.into_iter().map(|(id, _)| id).collect())
                 }
             };
+            crate::fault::point("after_prctl");
             for id in &converged {
                 self.store.set_cookie(id, cookie)?;
             }
@@ -274,6 +276,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 pod_uid: req.pod_uid.clone(),
                 container_name: req.container_name.clone(),
             })?;
+            crate::fault::point("mid_write");
             if let Some(old) = &left {
                 self.store.drop_group_if_empty(old)?;
             }

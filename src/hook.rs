@@ -315,6 +315,7 @@ fn with_store<K: CoreSched, T>(
     kernel: &K,
 ) -> Result<T, HookError> {
     let _lock = dir.lock(config.lock_timeout())?;
+    crate::fault::point("after_lock");
     let db = dir.db_path();
     let mut store = Store::open(&db)?;
     if store.quarantined.is_some() {
@@ -325,7 +326,9 @@ fn with_store<K: CoreSched, T>(
         let result = f(&Engine::new(kernel, paths.proc, &store));
         match result {
             Ok(v) => {
+                crate::fault::point("before_commit");
                 store.commit()?;
+                crate::fault::point("after_commit");
                 return Ok(v);
             }
             Err(e) => {

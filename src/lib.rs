@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod docs;
 pub mod engine;
+pub mod fault;
 pub mod hook;
 pub mod kernel;
 pub mod logging;

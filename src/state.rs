@@ -14,18 +14,19 @@ pub const MAX_STATE_BYTES: u64 = 1024 * 1024;
 /// Why a state could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// Reading the input failed.
+    /// Reading the input failed. (No `#[source]`: the message already ends with the cause, and
+    /// `{:#}` would print it twice.)
     #[error("failed to read OCI state: {0}")]
-    Read(#[from] std::io::Error),
+    Read(std::io::Error),
     /// More than [`MAX_STATE_BYTES`].
     #[error("OCI state is larger than the {MAX_STATE_BYTES}-byte limit")]
     TooLarge,
     /// Nothing at all.
     #[error("OCI state is empty (expected a JSON object on stdin)")]
     Empty,
-    /// Not JSON, or not an object.
+    /// Not JSON. (No `#[source]`, as for `Read`.)
     #[error("OCI state is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// A field is missing or has the wrong type or value.
     #[error("OCI state field `{field}` {problem}")]
     Field {
@@ -34,6 +35,23 @@ pub enum StateError {
         /// What is wrong with it.
         problem: String,
     },
+}
+
+impl From<std::io::Error> for StateError {
+    fn from(e: std::io::Error) -> Self {
+        StateError::Read(e)
+    }
+}
+
+impl From<serde_json::Error> for StateError {
+    fn from(e: serde_json::Error) -> Self {
+        StateError::Json(e)
+    }
+}
+
+/// At most 80 characters of a user-controlled string, for messages.
+fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
 }
 
 fn field(field: &'static str, problem: impl Into<String>) -> StateError {
@@ -110,7 +128,9 @@ pub fn parse_state(bytes: &[u8]) -> Result<State, StateError> {
                     Value::String(s) => {
                         out.insert(k.clone(), s.clone());
                     }
-                    _ => return Err(field("annotations", format!("has a non-string value for key {k:?}"))),
+                    _ => {
+                        return Err(field("annotations", format!("has a non-string value for key {:?}", clip(k))));
+                    }
                 }
             }
             out
@@ -164,6 +184,16 @@ mod tests {
             let err = parse_state(input).unwrap_err().to_string();
             assert!(err.contains(want), "input {:?}: error {err:?} lacks {want:?}", String::from_utf8_lossy(input));
         }
+    }
+
+    #[test]
+    fn messages_are_bounded_and_say_it_once() {
+        let doc = format!(r#"{{"id":"a","status":"created","annotations":{{"{}":1}}}}"#, "k".repeat(100_000));
+        let err = parse_state(doc.as_bytes()).unwrap_err().to_string();
+        assert!(err.len() < 200, "{} bytes", err.len());
+        let err = anyhow::Error::from(parse_state(b"{").unwrap_err());
+        let chain = format!("{err:#}");
+        assert_eq!(chain.matches("EOF while parsing").count(), 1, "{chain}");
     }
 
     #[test]
