@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs every test tier of oci-coresched-hook:
 #   1. lints (rustfmt, clippy)         2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
-#   3. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
-# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tier 3 locally (never in CI).
+#   3. packaging (tests/packaging/run.sh): .deb/.rpm/image, install, podman through the installed hook
+#   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
+# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tier 4 locally (never in CI).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
 log() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages the host tiers need (the VM tier installs its own through tests/vm/vm.sh deps).
-APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db)
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -26,13 +27,30 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The metrics test parses the exposition with Prometheus' own Python parser; the packaging test
+# validates the DaemonSet with kubernetes-validate.
+for mod in prometheus_client:prometheus-client kubernetes_validate:kubernetes-validate; do
+    if ! python3 -c "import ${mod%%:*}" 2>/dev/null; then
+        log "installing ${mod#*:} (PyPI)"
+        python3 -m pip install --quiet "${mod#*:}"
+    fi
+done
+
 log "rustfmt"
 cargo fmt --check
 log "clippy"
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --all-targets --all-features -- -D warnings
 
+# --all-features: the shared fake kernel (binary-level tests of the cookie path on this host, whose
+# kernel has no CONFIG_SCHED_CORE) and the test-only fault points. Release builds have neither.
 log "cargo test (unit, fake-kernel scenarios, real runtimes on this host)"
-cargo test --locked 2>&1
+cargo test --locked --all-features 2>&1
+
+log "fuzzing (bounded: 20 s per target; \`make fuzz\` runs longer)"
+scripts/fuzz-short.sh
+
+log "packaging: .deb/.rpm/image build and contents, dpkg -i + podman/runc, remove/purge"
+tests/packaging/run.sh
 
 if [[ ${OCH_SKIP_VM:-} == 1 && -z ${CI:-} ]]; then
     log "SKIPPED: the real-kernel VM tier (OCH_SKIP_VM=1)"

@@ -3,7 +3,8 @@
 # CONFIG_SCHED_CORE guest (tests/vm/vm.sh, kernel cached outside the clone) and runs inside it:
 #   1. the cookie scenario suite against prctl (src/scenarios, the `linux` half, --ignored here);
 #   2. tests/vm/e2e.sh: real runc and crun containers with the hook, cookies read back with GET;
-#   3. tests/vm/e2e-ops.sh: reconcile of a `runc exec`'d process and rebuild of a lost cache.
+#   3. tests/vm/stress.sh: 200 concurrent hooks over 10 groups against the real kernel;
+#   4. tests/vm/e2e-ops.sh: reconcile of a `runc exec`'d process and rebuild of a lost cache.
 # Any guest failure, panic or timeout fails this script.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
@@ -24,6 +25,8 @@ tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-1800}" -- sh -c "
     '$LIBTEST' --ignored --test-threads=2 scenarios::linux || exit 1
     echo '== end-to-end with runc and crun'
     tests/vm/e2e.sh || exit 1
+    echo '== concurrency stress on the real kernel (200 hooks)'
+    tests/vm/stress.sh || exit 1
     echo '== operations: reconcile and rebuild'
     tests/vm/e2e-ops.sh"
 echo "tier.sh: VM tier passed in $(($(date +%s) - start)) s"
