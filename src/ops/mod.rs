@@ -23,3 +23,7 @@ pub fn open_existing(state_dir: &Path, timeout: std::time::Duration) -> anyhow::
     let store = Store::open(&dir.db_path()).map_err(|e: StoreError| anyhow::anyhow!(e))?;
     Ok(Some((lock, store)))
 }
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod view_tests;
