@@ -77,7 +77,14 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(d.action, Action::Ensure, "{d:?}");
     let group = d.group.as_deref().expect("an ensure names a group");
     let ns_ann = first(ann, &policy::POD_NAMESPACE);
-    let ns = ns_ann.filter(|n| valid_namespace(n));
+    // Both namespace keys present with different values: someone claims a namespace, so the
+    // decision is invalid and scoped to no namespace at all.
+    let ns_values: Vec<&str> = policy::POD_NAMESPACE.iter().filter_map(|k| ann.get(*k).map(String::as_str)).collect();
+    let disagree = matches!(ns_values[..], [a, b] if a != b);
+    if disagree {
+        assert!(d.invalid.is_some() && d.namespace.is_none(), "disagreeing namespaces accepted: {d:?}");
+    }
+    let ns = ns_ann.filter(|n| !disagree && valid_namespace(n));
     let own = match ns {
         Some(ns) => format!("{ns}/container:{}", state.id),
         None => format!("container:{}", state.id),
