@@ -11,7 +11,7 @@ use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
 use crate::hook::{self, Done, Paths};
-use crate::kernel::{self, CookieHex, CoreSched};
+use crate::kernel::{self, CookieHex};
 use crate::logging;
 use crate::policy::Action;
 use crate::procfs::ProcFs;
@@ -162,9 +162,7 @@ fn run_hook(
     }
     let proc = ProcFs::default();
     let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: Path::new(CGROUP_ROOT) };
-    let system = kernel::system();
-    let k: &dyn CoreSched = &*system;
-    match hook::run(&decision, config, &paths, &k) {
+    match hook::run(&decision, config, &paths, &kernel::system()) {
         Ok(done) => {
             report(&decision, &done);
             ExitCode::from(EXIT_OK)
@@ -185,7 +183,7 @@ fn report(d: &crate::policy::Decision, done: &Done) {
         Done::Skipped => log::debug!("container {id}: skipped: {}", d.reason),
         Done::Ensured(o) => {
             let via = match &o.via {
-                hook_via @ crate::engine::Via::Created => format!("{hook_via:?}").to_lowercase(),
+                crate::engine::Via::Created => "created".into(),
                 crate::engine::Via::Shared(from) => format!("shared from {from}"),
                 crate::engine::Via::AlreadySet => "already set".into(),
             };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::kernel::{self, CoreSched};
+use crate::kernel;
 use crate::ops;
 use crate::procfs::ProcFs;
 use crate::statedir::StateDir;
@@ -24,8 +24,7 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 
 /// `inspect PID`.
 pub fn inspect(state_dir: &Path, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
-    let system = kernel::system();
-    let kernel: &dyn CoreSched = &*system;
+    let kernel = kernel::system();
     let proc = ProcFs::default();
     let opened = ops::open_existing(state_dir, config.lock_timeout())?;
     let report = ops::inspect::inspect(pid, &kernel, &proc, opened.as_ref().map(|(_, s)| s))?;
@@ -35,8 +34,7 @@ pub fn inspect(state_dir: &Path, config: &Config, pid: i32, as_json: bool) -> an
 
 /// `list` / `status`.
 pub fn list(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let system = kernel::system();
-    let kernel: &dyn CoreSched = &*system;
+    let kernel = kernel::system();
     let proc = ProcFs::default();
     let groups = match ops::open_existing(state_dir, config.lock_timeout())? {
         Some((_lock, store)) => ops::list::list(&store, &kernel, &proc)?,
@@ -67,7 +65,7 @@ fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> any
 /// `gc`.
 pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
     let proc = ProcFs::default();
-    if !state_dir.join("cache.db").exists() {
+    if !StateDir::has_cache(state_dir) {
         print_out(if as_json {
             "{\"removed\":[],\"groups_dropped\":[],\"unreadable\":[]}\n"
         } else {
@@ -82,8 +80,7 @@ pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()
 
 /// `metrics [--output FILE]`.
 pub fn metrics(state_dir: &Path, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let system = kernel::system();
-    let kernel: &dyn CoreSched = &*system;
+    let kernel = kernel::system();
     let proc = ProcFs::default();
     let text = match ops::open_existing(state_dir, config.lock_timeout())? {
         Some((_lock, store)) => ops::metrics::render(&store, &kernel, &proc)?,
@@ -117,9 +114,8 @@ pub fn reconcile(
 
 fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
     let proc = ProcFs::default();
-    let system = kernel::system();
-    let kernel: &dyn CoreSched = &*system;
-    if !state_dir.join("cache.db").exists() {
+    let kernel = kernel::system();
+    if !StateDir::has_cache(state_dir) {
         print_out(if as_json {
             "{\"dry_run\":false,\"members\":[]}\n"
         } else {
@@ -150,8 +146,7 @@ pub fn rebuild(
     as_json: bool,
 ) -> anyhow::Result<()> {
     let proc = ProcFs::default();
-    let system = kernel::system();
-    let kernel: &dyn CoreSched = &*system;
+    let kernel = kernel::system();
     let roots: Vec<ops::rebuild::RuntimeRoot> = if runc.is_empty() && crun.is_empty() {
         ops::rebuild::RuntimeRoot::defaults()
     } else {

@@ -7,6 +7,9 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The cache file's name inside the state directory.
+const DB_FILE: &str = "cache.db";
+
 /// Default state directory.
 pub const DEFAULT_STATE_DIR: &str = "/run/oci-coresched-hook";
 
@@ -84,7 +87,13 @@ impl StateDir {
 
     /// The SQLite cache file.
     pub fn db_path(&self) -> PathBuf {
-        self.path.join("cache.db")
+        self.path.join(DB_FILE)
+    }
+
+    /// Whether `dir` already holds a cache (checked without creating or vetting the directory,
+    /// for read-only commands that must not create one).
+    pub fn has_cache(dir: &Path) -> bool {
+        dir.join(DB_FILE).exists()
     }
 
     /// The lock file.

@@ -109,6 +109,24 @@ pub fn system() -> Box<dyn CoreSched> {
     Box::new(linux::Linux)
 }
 
+impl<K: CoreSched + ?Sized> CoreSched for Box<K> {
+    fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
+        (**self).get(pid)
+    }
+    fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+        (**self).create(pid, scope)
+    }
+    fn share_to(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+        (**self).share_to(pid, scope)
+    }
+    fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
+        (**self).share_from(pid)
+    }
+    fn probe(&self) -> Result<(), KernelError> {
+        (**self).probe()
+    }
+}
+
 /// Formats a cookie the way logs and JSON show it: hexadecimal, like util-linux `coresched`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CookieHex(pub Cookie);

@@ -15,7 +15,7 @@ use crate::store::{Store, StoreError};
 /// Opens the cache under the lock for reading, without creating anything: `None` when there is
 /// no state dir or no database yet.
 pub fn open_existing(state_dir: &Path, timeout: std::time::Duration) -> anyhow::Result<Option<(LockGuard, Store)>> {
-    if !state_dir.join("cache.db").exists() {
+    if !StateDir::has_cache(state_dir) {
         return Ok(None);
     }
     let dir = StateDir::open(state_dir)?;
