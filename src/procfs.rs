@@ -35,6 +35,17 @@ fn stat_fields(stat: &str) -> Option<Vec<&str>> {
     Some(stat[close + 1..].split_ascii_whitespace().collect())
 }
 
+/// Reads a small text file, such as one under `/proc`, in as few syscalls as possible: `/proc`
+/// files report size 0, so `fs::read_to_string` would probe with 32-byte reads and a `statx`;
+/// here a 1 KiB buffer takes a whole `stat` line (typically ~300 bytes) in one `read`, plus the
+/// `read` that sees the end. Longer files are still read whole.
+fn read_small(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(1024);
+    std::fs::File::open(path)?.read_to_end(&mut buf)?;
+    String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 impl ProcFs {
     /// A `/proc` tree rooted at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -47,7 +58,7 @@ impl ProcFs {
     }
 
     fn read(&self, pid: Pid, file: &str) -> io::Result<Option<String>> {
-        match std::fs::read_to_string(self.root.join(pid.to_string()).join(file)) {
+        match read_small(&self.root.join(pid.to_string()).join(file)) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
             Err(e) => Err(e),
@@ -61,6 +72,11 @@ impl ProcFs {
             .and_then(|f| f.get(field - 3).and_then(|v| v.parse::<i64>().ok()))
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("malformed /proc/{pid}/stat")))?;
         Ok(Some(value as u64))
+    }
+
+    /// True when `/proc/PID` exists (a live process or thread), without reading anything.
+    pub fn exists(&self, pid: Pid) -> bool {
+        pid > 0 && std::fs::symlink_metadata(self.root.join(pid.to_string())).is_ok()
     }
 
     /// The identity of `pid` now, or `None` when no such process exists.
