@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::fake_file::{Acquired, SharedFile};
 use super::{Cookie, CoreSched, KernelError, Pid, Scope};
 use crate::procfs::ProcFs;
 
@@ -40,21 +41,28 @@ struct State {
     calls: Vec<String>,
 }
 
+/// The state and, for a shared kernel, the file it is shared through.
+#[derive(Debug)]
+struct Inner {
+    state: State,
+    /// When set, the state lives in this file, shared by every process using it (each call
+    /// holds its flock and reloads the state when another process changed it), so separate hook
+    /// processes see one kernel.
+    file: Option<SharedFile>,
+}
+
 /// An in-memory core-scheduling kernel over a `/proc` tree.
 #[derive(Debug)]
 pub struct FakeKernel {
     id: u64,
     proc: ProcFs,
-    state: Mutex<State>,
-    /// When set, the state lives in this JSON file, shared by every process using it (each call
-    /// loads and stores it under a flock), so separate hook processes see one kernel.
-    file: Option<std::path::PathBuf>,
+    inner: Mutex<Inner>,
 }
 
 /// The state for one call: loaded from the shared file (if any) and written back on drop.
 struct Guard<'a> {
-    state: std::sync::MutexGuard<'a, State>,
-    file: Option<std::fs::File>,
+    inner: std::sync::MutexGuard<'a, Inner>,
+    proc: &'a ProcFs,
     /// False for calls that only read (GET): nothing to write back.
     dirty: bool,
 }
@@ -62,27 +70,32 @@ struct Guard<'a> {
 impl std::ops::Deref for Guard<'_> {
     type Target = State;
     fn deref(&self) -> &State {
-        &self.state
+        &self.inner.state
     }
 }
 
 impl std::ops::DerefMut for Guard<'_> {
     fn deref_mut(&mut self) -> &mut State {
-        &mut self.state
+        &mut self.inner.state
     }
 }
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        use std::io::{Seek, Write};
-        if let (Some(f), true) = (&mut self.file, self.dirty) {
-            // The flock is held until `f` is closed, after the write.
-            let bytes = serde_json::to_vec(&*self.state).expect("fake kernel state serializes");
-            let ok = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| f.write_all(&bytes));
-            if let Err(e) = ok {
-                panic!("fake kernel: failed to store its state: {e}");
+        let Inner { state, file } = &mut *self.inner;
+        let Some(file) = file else { return };
+        if self.dirty {
+            // Forget tasks that exited, so the shared file stays as small as the set of live
+            // tasks instead of growing with every container ever started. A pid reused meanwhile
+            // keeps its entry, which the start-time check already ignores.
+            let proc = self.proc;
+            state.tasks.retain(|tid, _| proc.exists(*tid));
+            let bytes = serde_json::to_vec(&*state).expect("fake kernel state serializes");
+            if let Err(e) = file.store(&bytes) {
+                panic!("fake kernel: failed to store its state in {}: {e}", file.path().display());
             }
         }
+        file.release();
     }
 }
 
@@ -99,49 +112,46 @@ impl FakeKernel {
         Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             proc,
-            state: Mutex::new(State {
-                mode: FakeMode::Supported,
-                denied: HashSet::new(),
-                tasks: HashMap::new(),
-                inherited: 0,
-                // Cookies look like kernel pointer hashes, not small counters.
-                next: 0x5eed_0000_1000,
-                calls: Vec::new(),
+            inner: Mutex::new(Inner {
+                state: State {
+                    mode: FakeMode::Supported,
+                    denied: HashSet::new(),
+                    tasks: HashMap::new(),
+                    inherited: 0,
+                    // Cookies look like kernel pointer hashes, not small counters.
+                    next: 0x5eed_0000_1000,
+                    calls: Vec::new(),
+                },
+                file: None,
             }),
-            file: None,
         }
     }
 
     /// A kernel whose state is shared through `file` by every process that opens it (created
     /// empty if missing). Used by benchmarks and multi-process tests of the real binary.
     pub fn shared(proc: ProcFs, file: impl Into<std::path::PathBuf>) -> Self {
-        Self { file: Some(file.into()), ..Self::new(proc) }
+        let k = Self::new(proc);
+        k.inner.lock().unwrap_or_else(|e| e.into_inner()).file = Some(SharedFile::new(file.into()));
+        k
     }
 
     fn lock(&self) -> Guard<'_> {
-        use std::io::Read;
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let file = self.file.as_ref().map(|path| {
-            let mut f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .unwrap_or_else(|e| panic!("fake kernel: failed to open {}: {e}", path.display()));
-            f.lock().unwrap_or_else(|e| panic!("fake kernel: failed to lock {}: {e}", path.display()));
-            let mut text = String::new();
-            f.read_to_string(&mut text)
-                .unwrap_or_else(|e| panic!("fake kernel: failed to read {}: {e}", path.display()));
-            if !text.trim().is_empty() {
-                let loaded: State = serde_json::from_str(&text)
-                    .unwrap_or_else(|e| panic!("fake kernel: {} is not a fake kernel state: {e}", path.display()));
-                let calls = std::mem::take(&mut state.calls);
-                *state = State { calls, ..loaded };
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Inner { state, file } = &mut *inner;
+        if let Some(file) = file {
+            let path = file.path().display().to_string();
+            match file.acquire() {
+                Ok(Acquired::Current | Acquired::Empty) => {}
+                Ok(Acquired::Changed(json)) => {
+                    let loaded: State = serde_json::from_slice(&json)
+                        .unwrap_or_else(|e| panic!("fake kernel: {path} is not a fake kernel state: {e}"));
+                    let calls = std::mem::take(&mut state.calls);
+                    *state = State { calls, ..loaded };
+                }
+                Err(e) => panic!("fake kernel: failed to load {path}: {e}"),
             }
-            f
-        });
-        Guard { state, file, dirty: true }
+        }
+        Guard { inner, proc: &self.proc, dirty: true }
     }
 
     /// Switch support on or off.
@@ -176,8 +186,9 @@ impl FakeKernel {
         self.proc.task(tid).ok().flatten().map(|t| t.start_time)
     }
 
-    fn task_cookie(&self, st: &State, tid: Pid) -> Cookie {
-        match (st.tasks.get(&tid), self.start_time(tid)) {
+    /// The cookie of `tid`, whose start time is now `now` (from [`FakeKernel::check`]).
+    fn task_cookie(st: &State, tid: Pid, now: Option<u64>) -> Cookie {
+        match (st.tasks.get(&tid), now) {
             (Some(&(start, cookie)), Some(now)) if start == now => cookie,
             _ => 0,
         }
@@ -189,7 +200,9 @@ impl FakeKernel {
         }
     }
 
-    fn check(&self, st: &State, pid: Pid) -> Result<(), KernelError> {
+    /// Fails as the kernel would for `pid`; else the start time of `pid` (`None` for pid 0,
+    /// the calling thread).
+    fn check(&self, st: &State, pid: Pid) -> Result<Option<u64>, KernelError> {
         match st.mode {
             FakeMode::Unsupported => return Err(KernelError::Unsupported),
             FakeMode::NoSmt => return Err(KernelError::NoSmt),
@@ -198,13 +211,11 @@ impl FakeKernel {
         if pid < 0 {
             return Err(KernelError::NoSuchProcess(pid));
         }
-        if pid > 0 && self.start_time(pid).is_none() {
-            return Err(KernelError::NoSuchProcess(pid));
-        }
+        let start = if pid > 0 { Some(self.start_time(pid).ok_or(KernelError::NoSuchProcess(pid))?) } else { None };
         if st.denied.contains(&pid) {
             return Err(KernelError::PermissionDenied(pid));
         }
-        Ok(())
+        Ok(start)
     }
 
     fn targets(&self, _st: &State, pid: Pid, scope: Scope) -> Result<Vec<Pid>, KernelError> {
@@ -245,8 +256,8 @@ impl CoreSched for FakeKernel {
         let mut st = self.lock();
         st.dirty = false;
         st.calls.push(format!("get {pid}"));
-        self.check(&st, pid)?;
-        Ok(if pid == 0 { self.self_cookie(&st) } else { self.task_cookie(&st, pid) })
+        let start = self.check(&st, pid)?;
+        Ok(if pid == 0 { self.self_cookie(&st) } else { Self::task_cookie(&st, pid, start) })
     }
 
     fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
@@ -279,8 +290,8 @@ impl CoreSched for FakeKernel {
     fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
         let mut st = self.lock();
         st.calls.push(format!("share_from {pid}"));
-        self.check(&st, pid)?;
-        let cookie = self.task_cookie(&st, pid);
+        let start = self.check(&st, pid)?;
+        let cookie = if pid == 0 { self.self_cookie(&st) } else { Self::task_cookie(&st, pid, start) };
         self.set_self(cookie);
         Ok(())
     }

@@ -8,6 +8,8 @@ pub mod linux;
 
 #[cfg(any(test, feature = "fake-kernel"))]
 pub mod fake;
+#[cfg(any(test, feature = "fake-kernel"))]
+pub mod fake_file;
 
 use std::fmt;
 

@@ -254,10 +254,11 @@ impl World {
         v["cookie"].as_str().expect("cookie string").to_string()
     }
 
-    /// Whether the fake kernel has ever recorded a cookie for task `pid`.
+    /// Whether the fake kernel holds a cookie record for task `pid` (it forgets exited tasks).
     pub fn kernel_knows(&self, pid: i32) -> bool {
-        let text = std::fs::read_to_string(self.kernel_file()).unwrap_or_default();
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let bytes = std::fs::read(self.kernel_file()).unwrap_or_default();
+        let json = oci_coresched_hook::kernel::fake_file::json_of(&bytes);
+        let v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
         v["tasks"].get(pid.to_string()).is_some()
     }
 

@@ -1,0 +1,197 @@
+//! The file through which separate processes share one [`super::fake::FakeKernel`] (tests and the
+//! non-default `fake-kernel` feature only).
+//!
+//! Every fake kernel call takes the file's flock. The file starts with a fixed-size header carrying
+//! a generation number that each write bumps, so a process whose in-memory state is already that
+//! generation (the common case: a hook making a dozen calls in a row) re-reads only the header
+//! instead of reading and parsing the whole JSON state. The descriptor stays open between calls;
+//! if the path is replaced (a test or benchmark resetting the kernel), it is reopened.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+
+const MAGIC: &str = "och-fake-kernel gen=";
+/// The header: [`MAGIC`], 20 decimal digits, newline.
+const HEADER_LEN: usize = MAGIC.len() + 21;
+
+/// What [`SharedFile::acquire`] found.
+#[derive(Debug)]
+pub(super) enum Acquired {
+    /// The file holds the generation already in memory.
+    Current,
+    /// The file holds another generation: this JSON state replaces the one in memory.
+    Changed(Vec<u8>),
+    /// The file is empty (new): the state in memory stands.
+    Empty,
+}
+
+/// The shared state file, locked for the duration of one fake kernel call.
+#[derive(Debug)]
+pub(super) struct SharedFile {
+    path: PathBuf,
+    /// The open file and its inode number.
+    open: Option<(File, u64)>,
+    /// Generation of the state in memory, when it came from (or went to) the file.
+    seen: Option<u64>,
+}
+
+fn bad(path: &std::path::Path, what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a fake kernel state: {what}", path.display()))
+}
+
+impl SharedFile {
+    pub(super) fn new(path: PathBuf) -> Self {
+        Self { path, open: None, seen: None }
+    }
+
+    pub(super) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The open file, (re)opened when the path now names another file or none.
+    fn file(&mut self) -> io::Result<&File> {
+        let current = match (&self.open, std::fs::metadata(&self.path)) {
+            (Some((_, ino)), Ok(meta)) => meta.ino() == *ino,
+            _ => false,
+        };
+        if !current {
+            let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)?;
+            let ino = f.metadata()?.ino();
+            self.open = Some((f, ino));
+            self.seen = None;
+        }
+        Ok(&self.open.as_ref().expect("opened above").0)
+    }
+
+    /// Locks the file and says whether the state in memory is current.
+    pub(super) fn acquire(&mut self) -> io::Result<Acquired> {
+        let path = self.path.clone();
+        let seen = {
+            self.file()?;
+            self.seen
+        };
+        let f = self.file_locked()?;
+        f.lock()?;
+        let mut header = [0u8; HEADER_LEN];
+        let n = read_at_most(f, &mut header, 0)?;
+        if n == 0 {
+            return Ok(Acquired::Empty);
+        }
+        let generation = parse_header(&header[..n]).ok_or_else(|| bad(&path, "bad header"))?;
+        if seen == Some(generation) {
+            return Ok(Acquired::Current);
+        }
+        let len = f.metadata()?.len() as usize;
+        let mut body = vec![0u8; len.saturating_sub(HEADER_LEN)];
+        f.read_exact_at(&mut body, HEADER_LEN as u64)?;
+        self.seen = Some(generation);
+        Ok(Acquired::Changed(body))
+    }
+
+    /// Writes `json` as the next generation (the file must be acquired).
+    pub(super) fn store(&mut self, json: &[u8]) -> io::Result<()> {
+        let f = self.file_locked()?;
+        let mut header = [0u8; HEADER_LEN];
+        let n = read_at_most(f, &mut header, 0)?;
+        let generation = if n == 0 { 0 } else { parse_header(&header[..n]).unwrap_or(0) } + 1;
+        let mut bytes = format!("{MAGIC}{generation:020}\n").into_bytes();
+        bytes.extend_from_slice(json);
+        f.write_all_at(&bytes, 0)?;
+        f.set_len(bytes.len() as u64)?;
+        self.seen = Some(generation);
+        Ok(())
+    }
+
+    /// Unlocks the file (kept open for the next call).
+    pub(super) fn release(&mut self) {
+        if let Some((f, _)) = &self.open {
+            let _ = f.unlock();
+        }
+    }
+
+    fn file_locked(&self) -> io::Result<&File> {
+        self.open.as_ref().map(|(f, _)| f).ok_or_else(|| io::Error::other("fake kernel file is not open"))
+    }
+}
+
+fn read_at_most(f: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], offset + n as u64)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn parse_header(h: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(h).ok()?;
+    text.strip_prefix(MAGIC)?.strip_suffix('\n')?.parse().ok()
+}
+
+/// The JSON part of a shared fake kernel file (for tests that look inside it).
+pub fn json_of(bytes: &[u8]) -> &[u8] {
+    if bytes.len() >= HEADER_LEN && parse_header(&bytes[..HEADER_LEN]).is_some() { &bytes[HEADER_LEN..] } else { bytes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_let_a_current_reader_skip_the_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let mut a = SharedFile::new(path.clone());
+        let mut b = SharedFile::new(path.clone());
+        assert!(matches!(a.acquire().unwrap(), Acquired::Empty));
+        a.store(b"{\"x\":1}").unwrap();
+        a.release();
+        // a wrote generation 1 and knows it; b has never seen it.
+        assert!(matches!(a.acquire().unwrap(), Acquired::Current));
+        a.release();
+        match b.acquire().unwrap() {
+            Acquired::Changed(body) => assert_eq!(body, b"{\"x\":1}"),
+            other => panic!("b must load the body, got {other:?}"),
+        }
+        b.store(b"{\"x\":22}").unwrap();
+        b.release();
+        match a.acquire().unwrap() {
+            Acquired::Changed(body) => assert_eq!(body, b"{\"x\":22}", "a shorter or longer body replaces the old"),
+            other => panic!("a must reload after b's write, got {other:?}"),
+        }
+        a.release();
+        assert_eq!(json_of(&std::fs::read(&path).unwrap()), b"{\"x\":22}");
+    }
+
+    #[test]
+    fn a_replaced_file_is_reopened_and_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let mut a = SharedFile::new(path.clone());
+        a.acquire().unwrap();
+        a.store(b"{}").unwrap();
+        a.release();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(a.acquire().unwrap(), Acquired::Empty), "a new, empty file");
+        a.release();
+        std::fs::write(&path, "garbage").unwrap();
+        let err = SharedFile::new(path).acquire().unwrap_err();
+        assert!(err.to_string().contains("not a fake kernel state"), "{err}");
+    }
+
+    #[test]
+    fn the_lock_is_held_between_acquire_and_release() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let mut a = SharedFile::new(path.clone());
+        a.acquire().unwrap();
+        let other = File::open(&path).unwrap();
+        assert!(other.try_lock().is_err(), "acquire must hold the flock");
+        a.release();
+        assert!(other.try_lock().is_ok(), "release must drop the flock");
+    }
+}
