@@ -203,13 +203,15 @@ impl Store {
         // into it or delete that WAL: a bad file is moved aside exactly as it was found.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))?;
-        // Measured and kept (BENCHMARKS.md): WAL, not a rollback journal, because a hook killed
-        // mid-commit by the runtime's timeout leaves a torn, checksummed WAL frame that is
-        // ignored, never a half-written page. `locking_mode = EXCLUSIVE` (no `-shm`, no fcntl
-        // locks) and SQLITE_FCNTL_PERSIST_WAL would each save ~30 syscalls per run, but the
-        // store's contract (and its tests) allow two connections open in turn and expect the
-        // WAL to be gone after the last close, so they are not used.
-        conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
+        // `locking_mode = EXCLUSIVE`: every opener holds our flock, so SQLite's own POSIX locks
+        // only cost syscalls, and in exclusive mode a WAL database keeps its index in memory
+        // instead of creating, growing and mapping a `-shm` file (BENCHMARKS.md: about 30 fewer
+        // syscalls per hook). It must come before the first read. The price, pinned by the
+        // store tests: a second connection to the file cannot read while one is open.
+        // WAL, not a rollback journal, because a hook killed mid-commit by the runtime's
+        // timeout leaves a torn, checksummed WAL frame that is ignored, never a half-written
+        // page; the last close checkpoints it into the file and removes it.
+        conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
         let (app, version): (i32, i32) = conn.query_row(
             "SELECT application_id, user_version FROM pragma_application_id, pragma_user_version",
             [],
@@ -256,7 +258,7 @@ impl Store {
         let conn = Connection::open(path).map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
         let mut s = Self { conn, path: path.to_path_buf(), quarantined: Some(aside) };
         s.conn
-            .execute_batch("PRAGMA synchronous = OFF;")
+            .execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;")
             .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
         s.create_schema()?;
         Ok(s)

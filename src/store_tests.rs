@@ -348,11 +348,33 @@ fn reopen_keeps_data() {
 
     // Two connections in turn (as two hooks under the lock) see each other's writes.
     let s1 = Store::open(&path).unwrap();
-    let s2 = Store::open(&path).unwrap();
     s1.count_failure("lock-timeout").unwrap();
+    drop(s1);
+    let s2 = Store::open(&path).unwrap();
     assert_eq!(s2.failures().unwrap().len(), 2);
     assert_eq!(ids(&s2.members("tenant-a/web").unwrap()), ["a1", "a2", "a3"]);
+    drop(s2);
     assert!(aside_files(dir.path()).is_empty());
+    assert!(!dir.path().join("cache.db-wal").exists() && !dir.path().join("cache.db-shm").exists());
+}
+
+/// `locking_mode = EXCLUSIVE`: while one connection is open, another cannot use the file (callers
+/// serialise on the state flock anyway); it fails as busy instead of reading behind its back, and
+/// neither the open connection nor the file is harmed.
+#[test]
+fn a_second_connection_waits_for_the_first_to_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s1 = Store::open(&path).unwrap();
+    populate(&s1);
+    let err = Store::open(&path).and_then(|s2| s2.all_members().map(|_| ())).unwrap_err();
+    assert!(err.to_string().contains("locked"), "want a busy/locked error, got: {err}");
+    assert!(!dir.path().join("cache.db-shm").exists(), "exclusive mode keeps the WAL index in memory");
+    assert_healthy(&s1);
+    drop(s1);
+    let s2 = Store::open(&path).unwrap();
+    assert_eq!(s2.quarantined, None);
+    assert_healthy(&s2);
 }
 
 #[test]
