@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    oci_coresched_hook::app::run(oci_coresched_hook::cli::Cli::parse())
+    oci_coresched_hook::app::run(oci_coresched_hook::cli::Cli::from_env())
 }
