@@ -117,7 +117,7 @@ if need build "cargo|cargo (rustup)" "dpkg-deb|dpkg-deb (dpkg)" "strip|strip (bi
 fi
 DEB=$(ls -t target/debian/${PKG}_*.deb 2>/dev/null | head -n1)
 RPM=$(ls -t target/generate-rpm/${PKG}-*.rpm 2>/dev/null | head -n1)
-BIN=target/release/$PKG
+BIN=target/x86_64-unknown-linux-gnu/release/$PKG # the static build scripts/package.sh packages
 MANS=()
 for m in target/packaging/man/*.1.gz; do [[ -e $m ]] && MANS+=("$(basename "$m")"); done
 
@@ -223,8 +223,13 @@ if [[ -n $DEB ]] && need "deb contents" "dpkg-deb|dpkg-deb (dpkg)"; then
     for s in postinst prerm postrm; do
         grep -Eq "^ .* $s( |$)" <<<"$ctrl" && ok "deb has $s" || bad "deb lacks the $s script"
     done
+    # The binary is static-pie (scripts/package.sh): no shared library, so no libc6 dependency.
     dep=$(dpkg-deb -f "$DEB" Depends)
-    [[ $dep == *libc6* ]] && ok "deb Depends: $dep" || bad "deb Depends '$dep' lacks libc6"
+    [[ $dep != *libc6* && $dep != *.so* ]] && ok "deb Depends: '$dep' (static binary: no shared libraries)" ||
+        bad "deb Depends '$dep' names shared libraries, but the binary is meant to be static"
+    dpkg-deb --fsys-tarfile "$DEB" | tar -xO ./usr/bin/$PKG >"$T/deb-bin"
+    file "$T/deb-bin" | grep -q 'static-pie linked' && ok "deb: /usr/bin/$PKG is static-pie" ||
+        bad "deb: /usr/bin/$PKG is not static-pie: $(file "$T/deb-bin")"
 elif [[ -z $DEB ]]; then bad "no .deb in target/debian"; fi
 
 if [[ -n $RPM ]] && need "rpm contents" "rpm|rpm (apt-get install rpm)"; then
@@ -244,7 +249,8 @@ if [[ -n $RPM ]] && need "rpm contents" "rpm|rpm (apt-get install rpm)"; then
     awk '/^[a-z]+ scriptlet/{f=FILENAME"."(++n); next} {print > f}' "$T/rpm.scripts"
     for f in "$T"/rpm.scripts.*; do check "rpm scriptlet $(head -c 40 "$f" | head -n1) is valid sh" sh -n "$f"; done
     reqs=$(rpm -qpR "$RPM" 2>/dev/null | tr '\n' ' ')
-    [[ $reqs == *libc.so.6* && $reqs == */bin/sh* ]] && ok "rpm Requires: $reqs" || bad "rpm Requires '$reqs' lack libc.so.6 or /bin/sh"
+    [[ $reqs != *libc.so* && $reqs == */bin/sh* ]] && ok "rpm Requires: $reqs (static binary: no libc.so)" ||
+        bad "rpm Requires '$reqs' name libc.so or lack /bin/sh (the binary is meant to be static; scriptlets need sh)"
 elif [[ -z $RPM ]]; then bad "no .rpm in target/generate-rpm"; fi
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +274,7 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
             [[ -f $f ]] || bad "installed: $f missing"
         done
         check "installed binary runs: $PKG --version" /usr/bin/$PKG --version
+        check "installed binary is the static-pie build (BENCHMARKS.md)" bash -c "file -L /usr/bin/$PKG | grep -q 'static-pie linked'"
         st=$(stat -c '%a %U:%G' /run/$PKG 2>/dev/null)
         [[ $st == "700 root:root" ]] && ok "/run/$PKG is 0700 root:root" || bad "/run/$PKG is '$st', want 700 root:root"
         if command -v systemd-analyze >/dev/null; then
