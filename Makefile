@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier demo bench bench-vm
+.PHONY: build test test-host vm-tier demo bench bench-breakdown bench-vm
 
 build:
 	cargo build --release --locked
@@ -33,6 +33,10 @@ test-packaging:
 # Speed (BENCHMARKS.md): whole-process table vs /bin/true over the fake kernel, then criterion.
 bench:
 	scripts/bench.sh
+
+# Where the share path's time goes: a hook built with the phase marks (feature phase-timing).
+bench-breakdown:
+	OCH_BENCH_TIMING=1 OCH_BENCH_ONLY=share,floor OCH_BENCH_SKIP_CRITERION=1 scripts/bench.sh
 
 # The share path on the real kernel in the VM tier, as a ratio to /bin/true in the guest.
 bench-vm:

@@ -207,6 +207,9 @@ impl World {
         if !self.real {
             env.push(("OCH_FAKE_KERNEL".into(), self.kernel_file().display().to_string()));
         }
+        if timing_wanted() {
+            env.push(("OCH_TIMING".into(), "1".into()));
+        }
         Invocation {
             program: self.hook.clone(),
             args: vec![
@@ -347,6 +350,69 @@ fn measure_path(w: &World, group: &str, fresh_group: bool, runs: usize, config: 
     m
 }
 
+/// `OCH_BENCH_TIMING=1` (`make bench-breakdown`, a hook built with the `phase-timing` feature):
+/// the hooks report their phases and the share path gets a table of where its time goes.
+fn timing_wanted() -> bool {
+    std::env::var("OCH_BENCH_TIMING").is_ok_and(|v| v == "1")
+}
+
+/// Median microseconds per phase over the `och-timing` lines of ensure runs in `stderr`, in the
+/// order the phases happen.
+fn phase_table(stderr: &str) -> String {
+    let mut order: Vec<String> = Vec::new();
+    let mut values: std::collections::HashMap<String, Vec<u64>> = std::collections::HashMap::new();
+    let mut runs = 0;
+    for line in stderr.lines().filter(|l| l.starts_with("och-timing:") && l.contains("members: /proc")) {
+        runs += 1;
+        for field in line["och-timing:".len()..].split(';') {
+            let Some((name, value)) = field.trim().rsplit_once('=') else { continue };
+            if !order.iter().any(|n| n == name) {
+                order.push(name.to_string());
+            }
+            values.entry(name.to_string()).or_default().push(value.parse().unwrap_or(0));
+        }
+    }
+    let mut out = format!("\n| share path, phase (median of {runs} runs; in-process, after exec) | µs |\n|---|---:|\n");
+    for name in order {
+        let v = values.get_mut(&name).expect("recorded");
+        v.sort_unstable();
+        let _ = writeln!(out, "| {name} | {} |", v[v.len() / 2]);
+    }
+    out
+}
+
+/// A floor program (see benches/floor/) against interleaved `/bin/true`, with the same state on
+/// stdin.
+fn measure_floor(program: &Path, args: &[String], stdin: &[u8], runs: usize) -> Measured {
+    let warmup = (runs / 10).clamp(3, 20);
+    let inv = Invocation {
+        program: program.to_path_buf(),
+        args: args.to_vec(),
+        env: vec![],
+        stdin: stdin.to_vec(),
+        stderr: None,
+    };
+    let truth = Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: stdin.to_vec(), stderr: None };
+    let mut m = Measured::default();
+    for i in 0..warmup + runs {
+        let (t, h) = if i % 2 == 0 {
+            let t = truth.run();
+            (t, inv.run())
+        } else {
+            let h = inv.run();
+            (truth.run(), h)
+        };
+        if !h.ok {
+            m.failures += 1;
+        }
+        if i >= warmup {
+            m.hook.push(h.wall);
+            m.truth.push(t.wall);
+        }
+    }
+    m
+}
+
 /// Starts the `LIVE` members of `group`.
 fn seed_live(w: &World, group: &str, sleepers: &mut Sleepers) {
     for i in 0..LIVE {
@@ -465,6 +531,7 @@ fn main() {
     );
     let mut rows: Vec<Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut tables: Vec<String> = Vec::new();
     let row = |name: &str, m: &Measured, target: Option<f64>| -> Row {
         let mut h = m.hook.clone();
         let r = m.ratio();
@@ -500,7 +567,11 @@ fn main() {
             w.seed_dead(n - LIVE);
         }
         let t = Instant::now();
+        let _ = std::fs::remove_file(w.stderr_file());
         let m = measure_path(&w, "g", false, runs, None);
+        if n == LIVE && timing_wanted() {
+            tables.push(phase_table(&w.stderr_text()));
+        }
         eprintln!("  {name}: {:.3} ms ({:.1} s)", ms(m.hook_median()), t.elapsed().as_secs_f64());
         max_rss = (max_rss.0.max(m.maxrss_kib), max_rss.1.max(m.true_maxrss_kib));
         if n == LIVE {
@@ -517,6 +588,32 @@ fn main() {
         eprintln!("  create: {:.3} ms", ms(m.hook_median()));
         max_rss = (max_rss.0.max(m.maxrss_kib), max_rss.1.max(m.true_maxrss_kib));
         rows.push(row("create path: first member of a new group", &m, Some(1.5)));
+    }
+    // The floors: built next to the hook by scripts/bench.sh (examples floor-empty, floor-sqlite).
+    let floor_dir = hook.parent().map(|d| d.join("examples")).unwrap_or_default();
+    if !real && want("floor") {
+        let empty = floor_dir.join("floor-empty");
+        let sqlite = floor_dir.join("floor-sqlite");
+        if empty.exists() && sqlite.exists() {
+            w.reset();
+            let mut sleepers = Sleepers::default();
+            seed_live(&w, "g", &mut sleepers);
+            let stdin = w.ensure("floor", std::process::id() as i32, "g").stdin;
+            let m = measure_floor(&empty, &[], &stdin, runs);
+            eprintln!("  floor-empty: {:.3} ms", ms(m.hook_median()));
+            rows.push(row("floor: a Rust program that only reads stdin (same build)", &m, None));
+            // The hook keys groups by namespace; the bench state has none, so "default/g".
+            let args = [w.state_dir().display().to_string(), "default/g".to_string()];
+            let m = measure_floor(&sqlite, &args, &stdin, runs);
+            eprintln!("  floor-sqlite: {:.3} ms", ms(m.hook_median()));
+            rows.push(row("floor: + flock, SQLite open, read a group, write a row, commit, close", &m, None));
+        } else {
+            notes.push(format!(
+                "floors skipped: {} or {} is missing (scripts/bench.sh builds them)",
+                empty.display(),
+                sqlite.display()
+            ));
+        }
     }
     if want("default-config") {
         w.reset();
@@ -630,6 +727,9 @@ fn main() {
     }
     for n in &notes {
         let _ = writeln!(out, "\nNote: {n}.");
+    }
+    for t in &tables {
+        out.push_str(t);
     }
     print!("{out}");
     let failed = rows.iter().any(|r| r.verdict.starts_with("FAILED"));

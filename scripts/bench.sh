@@ -18,11 +18,17 @@ command -v sleep >/dev/null || { echo "bench.sh: sleep(1) missing" >&2; exit 2; 
 [[ -x /usr/bin/time ]] || echo "bench.sh: note: /usr/bin/time missing (apt-get install time); peak RSS falls back to wait4" >&2
 
 args=(--features fake-kernel)
+# `make bench-breakdown`: a hook with the phase marks (src/timing.rs) and a table of its phases.
+[[ ${OCH_BENCH_TIMING:-0} == 1 ]] && args=(--features fake-kernel,phase-timing)
 if [[ ${OCH_BENCH_DYNAMIC:-0} != 1 ]]; then
     triple=$(rustc -vV | sed -n 's/^host: //p')
-    export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
+    # The flags of the shipped build (scripts/package.sh): static-pie, packed relative relocations.
+    export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
     args+=(--target "$triple")
 fi
+
+# The floors (benches/floor/), built like the hook; the process bench finds them next to it.
+cargo build --release "${args[@]}" --example floor-empty --example floor-sqlite
 
 echo "== whole-process timing (benches/process.rs) ==" >&2
 cargo bench "${args[@]}" --bench process

@@ -61,7 +61,15 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<State> {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
+    let code = run_command(cli);
+    crate::timing::mark("exit code");
+    crate::timing::report();
+    code
+}
+
+fn run_command(cli: Cli) -> ExitCode {
     let (config, config_error) = load_config(&cli);
+    crate::timing::mark("config");
     let level_name = cli.log_level.clone().unwrap_or_else(|| config.log_level.clone());
     let Some(level) = logging::parse_level(&level_name) else {
         eprintln!(
@@ -73,6 +81,7 @@ pub fn run(cli: Cli) -> ExitCode {
     if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
         eprintln!("oci-coresched-hook: warning: {msg}");
     }
+    crate::timing::mark("logging");
     if let (Some(e), false) = (
         &config_error,
         matches!(
@@ -143,6 +152,7 @@ fn run_hook(
         }
         Err(e) => return fail(config, e),
     };
+    crate::timing::mark("state");
     if let Some(e) = config_error {
         return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)));
     }
@@ -154,6 +164,7 @@ fn run_hook(
         }
         Err(e) => return fail(config, e.into()),
     };
+    crate::timing::mark("decision + bundle");
     // One stable line per run: `decision <the explain JSON>`; tests and admins grep for it.
     if decision.action != Action::Skip {
         log::info!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
@@ -162,7 +173,9 @@ fn run_hook(
     }
     let proc = ProcFs::default();
     let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: Path::new(CGROUP_ROOT) };
-    match hook::run(&decision, config, &paths, &kernel::system()) {
+    let result = hook::run(&decision, config, &paths, &kernel::system());
+    crate::timing::mark("cache close + unlock");
+    match result {
         Ok(done) => {
             report(&decision, &done);
             ExitCode::from(EXIT_OK)

@@ -46,8 +46,11 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's command line (exits with clap's message on a usage error).
     pub fn from_env() -> Self {
+        crate::timing::mark("start");
         let args: Vec<OsString> = std::env::args_os().collect();
-        Self::parse_hook_fast(&args).unwrap_or_else(|| Self::parse_from(args))
+        let cli = Self::parse_hook_fast(&args).unwrap_or_else(|| Self::parse_from(args));
+        crate::timing::mark("command line");
+        cli
     }
 
     /// The hook invocation exactly as clap would parse it, or `None` for anything else (another

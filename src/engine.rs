@@ -185,14 +185,17 @@ impl<'a, K: CoreSched> Engine<'a, K> {
 
     /// Gives the container's init its group's cookie (idempotent).
     pub fn ensure(&self, req: &EnsureRequest) -> Result<EnsureOutcome, EngineError> {
+        crate::timing::mark("begin");
         let target = self.identity(req.pid)?;
         let previous = self.store.member(&req.container_id)?;
+        crate::timing::mark("target /proc + its row");
         let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
         let mut dropped = Vec::new();
 
         for _ in 0..MAX_SOURCE_ATTEMPTS {
             let live = self.live_members(&req.group, &mut dropped)?;
             crate::fault::point("after_read");
+            crate::timing::mark("members: /proc + GET each");
             // The oldest member holding a cookie defines the group's cookie. The container itself
             // counts when the cache already has it with this very init (poststart after createRuntime).
             let source = live
@@ -254,6 +257,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 }
             };
             crate::fault::point("after_prctl");
+            crate::timing::mark("relay thread + verify");
             for id in &converged {
                 self.store.set_cookie(id, cookie)?;
             }

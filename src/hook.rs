@@ -226,6 +226,7 @@ pub fn run<K: CoreSched>(
                     }
                 }
             })?;
+            crate::timing::mark("log + kernel probe");
             let dir = StateDir::open(paths.state_dir)?;
             let id = decision.container_id.as_str();
             if decision.action == Action::Clear {
@@ -252,6 +253,7 @@ pub fn run<K: CoreSched>(
                 container_name: decision.pod.container_name.clone(),
             };
             let sched_idle = decision.sched_idle;
+            crate::timing::mark("state dir + /proc cgroup");
             let out = with_store(
                 &dir,
                 config,
@@ -316,8 +318,10 @@ fn with_store<K: CoreSched, T>(
 ) -> Result<T, HookError> {
     let _lock = dir.lock(config.lock_timeout())?;
     crate::fault::point("after_lock");
+    crate::timing::mark("lock");
     let db = dir.db_path();
     let mut store = Store::open(&db)?;
+    crate::timing::mark("cache open");
     if store.quarantined.is_some() {
         reload(&store, kernel, paths, config);
     }
@@ -327,7 +331,9 @@ fn with_store<K: CoreSched, T>(
         match result {
             Ok(v) => {
                 crate::fault::point("before_commit");
+                crate::timing::mark("cache writes");
                 store.commit()?;
+                crate::timing::mark("commit");
                 crate::fault::point("after_commit");
                 return Ok(v);
             }

@@ -19,6 +19,7 @@ pub mod procfs;
 pub mod state;
 pub mod statedir;
 pub mod store;
+pub mod timing;
 
 #[cfg(test)]
 mod scenarios;
