@@ -85,11 +85,14 @@ impl Drop for Guard<'_> {
         let Inner { state, file } = &mut *self.inner;
         let Some(file) = file else { return };
         if self.dirty {
-            // Forget tasks that exited, so the shared file stays as small as the set of live
-            // tasks instead of growing with every container ever started. A pid reused meanwhile
-            // keeps its entry, which the start-time check already ignores.
-            let proc = self.proc;
-            state.tasks.retain(|tid, _| proc.exists(*tid));
+            // Forget tasks that exited once there are many, so the shared file stays about as
+            // small as the set of live tasks instead of growing with every container ever
+            // started (a check per entry on every write would cost more than it saves). A pid
+            // reused meanwhile keeps its entry, which the start-time check already ignores.
+            if state.tasks.len() > PRUNE_ABOVE {
+                let proc = self.proc;
+                state.tasks.retain(|tid, _| proc.exists(*tid));
+            }
             let bytes = serde_json::to_vec(&*state).expect("fake kernel state serializes");
             if let Err(e) = file.store(&bytes) {
                 panic!("fake kernel: failed to store its state in {}: {e}", file.path().display());
@@ -100,6 +103,9 @@ impl Drop for Guard<'_> {
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A shared state with more task entries than this is pruned of exited tasks when written.
+const PRUNE_ABOVE: usize = 64;
 
 thread_local! {
     /// Per fake instance, the cookie of the calling thread once it has changed.
@@ -427,6 +433,26 @@ mod tests {
         assert_ne!(b.get(700).unwrap(), 0);
         b.set_mode(FakeMode::NoSmt);
         assert_eq!(a.get(700), Err(KernelError::NoSmt));
+    }
+
+    #[test]
+    fn a_shared_state_forgets_exited_tasks_once_it_holds_many() {
+        let (d, fp, _) = setup();
+        let file = d.path().join("kernel.json");
+        let k = FakeKernel::shared(fp.procfs(), &file);
+        let n = PRUNE_ABOVE as Pid + 2;
+        for pid in 1000..1000 + n {
+            fp.spawn(pid, 5, 0, "/a").unwrap();
+            k.create(pid, Scope::ThreadGroup).unwrap();
+        }
+        let size = |f: &std::path::Path| std::fs::metadata(f).unwrap().len();
+        let full = size(&file);
+        for pid in 1000..1000 + n - 1 {
+            fp.kill(pid, 0).unwrap();
+        }
+        k.create(1000 + n - 1, Scope::ThreadGroup).unwrap();
+        assert!(size(&file) * 10 < full, "the exited tasks must be pruned: {} -> {} bytes", full, size(&file));
+        assert_ne!(FakeKernel::shared(fp.procfs(), &file).get(1000 + n - 1).unwrap(), 0, "the live task is kept");
     }
 
     #[test]
