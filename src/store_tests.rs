@@ -85,6 +85,7 @@ fn assert_healthy(s: &Store) {
             "groups",
             "members",
             "members_by_group",
+            "members_by_seq",
             "sqlite_autoindex_failures_1",
             "sqlite_autoindex_groups_1",
             "sqlite_autoindex_members_1",
@@ -538,6 +539,23 @@ fn a_failed_migration_changes_nothing_and_the_file_is_moved_aside() {
     assert_eq!(has_pod_name, 0);
     let n: i64 = c.query_row("SELECT count(*) FROM members", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 3);
+}
+
+/// The next join order is one step down the `members_by_seq` index, not a scan: the hook's cost
+/// must not grow with the number of containers on the node.
+#[test]
+fn the_next_seq_is_an_index_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let plan: Vec<String> = s
+        .conn
+        .prepare("EXPLAIN QUERY PLAN SELECT coalesce(max(seq), 0) + 1 FROM members INDEXED BY members_by_seq")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(plan, ["SEARCH members USING COVERING INDEX members_by_seq"], "{plan:?}");
 }
 
 #[test]
