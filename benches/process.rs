@@ -33,6 +33,8 @@ const TRUE: &str = "/bin/true";
 const LIVE: usize = 10;
 /// Hooks started at once.
 const BURST: usize = 100;
+/// Live members of the larger group that prices one more member.
+const BIG_GROUP: usize = 50;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -415,7 +417,12 @@ fn measure_floor(program: &Path, args: &[String], stdin: &[u8], runs: usize) -> 
 
 /// Starts the `LIVE` members of `group`.
 fn seed_live(w: &World, group: &str, sleepers: &mut Sleepers) {
-    for i in 0..LIVE {
+    seed_live_n(w, group, sleepers, LIVE);
+}
+
+/// Starts `n` live members of `group`.
+fn seed_live_n(w: &World, group: &str, sleepers: &mut Sleepers, n: usize) {
+    for i in 0..n {
         let pid = sleepers.spawn();
         w.must(&w.ensure(&format!("live-{i}"), pid, group));
     }
@@ -582,6 +589,20 @@ fn main() {
         }
         scale.push((n, m));
     }
+    // The cost of one more live member in the group (the hook verifies every member: design):
+    // what the burst's hooks pay on top of the 10-member share path as their group fills up.
+    let mut per_member = None;
+    if !real && want("share-50") {
+        w.reset();
+        let mut sleepers = Sleepers::default();
+        seed_live_n(&w, "g", &mut sleepers, BIG_GROUP);
+        let m = measure_path(&w, "g", false, runs, None);
+        eprintln!("  share-50: {:.3} ms", ms(m.hook_median()));
+        if let Some(single) = share_median {
+            per_member = Some((m.hook_median().saturating_sub(single)) / (BIG_GROUP - LIVE) as u32);
+        }
+        rows.push(row(&format!("share path: join a group of {BIG_GROUP} live members"), &m, None));
+    }
     if want("create") {
         w.reset();
         let m = measure_path(&w, "new", true, runs, None);
@@ -681,6 +702,24 @@ fn main() {
                 (true, false) => format!("missed by {:.0}%", (ms(total) / ms(budget) - 1.0) * 100.0),
             },
         });
+        if let Some(pm) = per_member {
+            // Hook k of the burst verifies the k members before it; the single median paid for 10.
+            let extra: f64 = (0..BURST).map(|k| (k as f64 - LIVE as f64) * ms(pm)).sum();
+            let adjusted = ms(budget) + extra;
+            rows.push(Row {
+                name: format!("… against 100 × single + the members each hook verifies ({:.3} ms per member)", ms(pm)),
+                median_ms: format!("{:.1}", ms(total)),
+                p90_ms: String::new(),
+                true_ms: String::new(),
+                ratio: format!("{:.2}× work", ms(total) / adjusted),
+                target: format!("{adjusted:.1} ms of work"),
+                verdict: if ms(total) <= adjusted * 1.1 {
+                    "no convoy: within 10% of the serial work".into()
+                } else {
+                    format!("{:.0}% above the serial work", (ms(total) / adjusted - 1.0) * 100.0)
+                },
+            });
+        }
         rows.push(Row {
             name: format!("{BURST} hooks at once: slowest single hook (all rounds)"),
             median_ms: format!("{:.1}", ms(slowest)),
