@@ -20,7 +20,8 @@ if [[ ${1:-} == --guest ]]; then
 fi
 
 triple=$(rustc -vV | sed -n 's/^host: //p')
-export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
+# The flags of the shipped build (scripts/package.sh).
+export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
 # The hook as shipped: release, no fake kernel.
 cargo build --release --locked --target "$triple" --bin oci-coresched-hook
 hook=target/$triple/release/oci-coresched-hook

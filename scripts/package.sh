@@ -40,7 +40,7 @@ TRIPLE=x86_64-unknown-linux-gnu
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --offline 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])') || TARGET_DIR=$ROOT/target
 # One build serves the .deb, the .rpm and the image: static-pie (no dynamic loader or libc lookups
-# at each container start, about 0.5 ms less per hook; PIE keeps the binary's ASLR) with packed
+# at each container start, about 0.9 ms less per hook; PIE keeps the binary's ASLR) with packed
 # relative relocations (DT_RELR: a 3 KB table instead of 280 KB to walk at startup). BENCHMARKS.md
 # has the measurements. The explicit --target keeps build scripts and proc macros dynamic.
 STATIC_RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
