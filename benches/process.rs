@@ -255,20 +255,19 @@ impl World {
         for i in 0..n {
             store
                 .upsert_member(&Member {
-                    container_id: format!("seed-{i:06}-0123456789abcdef0123456789abcdef0123456789abcdef"),
-                    group: format!("default/seed-{}", i / 10),
-                    // Far above any pid_max: never alive, never touched (its group is never ensured).
-                    pid: 2_000_000_000 - i as i32,
-                    start_time: 12345,
                     cookie: 0x5eed_0000_0000 + i as u64,
                     cgroup: Some(format!("/kubepods/burstable/pod{i}/seed{i}")),
                     namespace: Some("default".into()),
-                    seq: 0,
-                    created_at: 0,
-                    updated_at: 0,
                     pod_name: Some(format!("seed-{i}")),
                     pod_uid: Some(format!("uid-{i}")),
                     container_name: Some("app".into()),
+                    // Far above any pid_max: never alive, never touched (its group is never ensured).
+                    ..Member::new(
+                        format!("seed-{i:06}-0123456789abcdef0123456789abcdef0123456789abcdef"),
+                        format!("default/seed-{}", i / 10),
+                        2_000_000_000 - i as i32,
+                        12345,
+                    )
                 })
                 .unwrap();
         }
@@ -310,6 +309,27 @@ impl Measured {
     fn ratio(&self) -> f64 {
         ms(self.hook_median()) / ms(self.true_median())
     }
+
+    /// Runs `truth` and `inv` once each, alternating which goes first (so neither always runs
+    /// right after the untimed work); counts a failure of `inv` and, when `timed`, records both.
+    fn run_pair(&mut self, truth: &Invocation, inv: &Invocation, i: usize, timed: bool) {
+        let (t, h) = if i.is_multiple_of(2) {
+            let t = truth.run();
+            (t, inv.run())
+        } else {
+            let h = inv.run();
+            (truth.run(), h)
+        };
+        if !h.ok {
+            self.failures += 1;
+        }
+        if timed {
+            self.hook.push(h.wall);
+            self.truth.push(t.wall);
+            self.maxrss_kib = self.maxrss_kib.max(h.maxrss_kib);
+            self.true_maxrss_kib = self.true_maxrss_kib.max(t.maxrss_kib);
+        }
+    }
 }
 
 /// The share (or create) path: each timed run is a new container (a fresh `sleep`) joining
@@ -329,23 +349,7 @@ fn measure_path(w: &World, group: &str, fresh_group: bool, runs: usize, config: 
         }
         let truth =
             Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
-        // Alternate which goes first, so neither always runs right after the untimed work.
-        let (t, h) = if i % 2 == 0 {
-            let t = truth.run();
-            (t, inv.run())
-        } else {
-            let h = inv.run();
-            (truth.run(), h)
-        };
-        if !h.ok {
-            m.failures += 1;
-        }
-        if i >= warmup {
-            m.hook.push(h.wall);
-            m.truth.push(t.wall);
-            m.maxrss_kib = m.maxrss_kib.max(h.maxrss_kib);
-            m.true_maxrss_kib = m.true_maxrss_kib.max(t.maxrss_kib);
-        }
+        m.run_pair(&truth, &inv, i, i >= warmup);
         w.must(&w.stop(&id, &g));
         sleepers.kill(pid);
     }
@@ -397,20 +401,7 @@ fn measure_floor(program: &Path, args: &[String], stdin: &[u8], runs: usize) -> 
     let truth = Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: stdin.to_vec(), stderr: None };
     let mut m = Measured::default();
     for i in 0..warmup + runs {
-        let (t, h) = if i % 2 == 0 {
-            let t = truth.run();
-            (t, inv.run())
-        } else {
-            let h = inv.run();
-            (truth.run(), h)
-        };
-        if !h.ok {
-            m.failures += 1;
-        }
-        if i >= warmup {
-            m.hook.push(h.wall);
-            m.truth.push(t.wall);
-        }
+        m.run_pair(&truth, &inv, i, i >= warmup);
     }
     m
 }

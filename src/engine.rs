@@ -266,19 +266,13 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 return Err(EngineError::TargetGone(req.pid));
             }
             self.store.upsert_member(&Member {
-                container_id: req.container_id.clone(),
-                group: req.group.clone(),
-                pid: req.pid,
-                start_time: target.start_time,
                 cookie,
                 cgroup: req.cgroup.clone(),
                 namespace: req.namespace.clone(),
-                seq: 0,
-                created_at: 0,
-                updated_at: 0,
                 pod_name: req.pod_name.clone(),
                 pod_uid: req.pod_uid.clone(),
                 container_name: req.container_name.clone(),
+                ..Member::new(&req.container_id, &req.group, req.pid, target.start_time)
             })?;
             crate::fault::point("mid_write");
             if let Some(old) = &left {

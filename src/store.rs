@@ -130,6 +130,29 @@ pub struct Member {
     pub container_name: Option<String>,
 }
 
+impl Member {
+    /// A member with no cookie, no cgroup, namespace or pod labels, and no join order or times
+    /// yet (the cache assigns those on [`Store::upsert_member`]). Set the rest with struct update
+    /// syntax: `Member { cookie, ..Member::new(id, group, pid, start_time) }`.
+    pub fn new(container_id: impl Into<String>, group: impl Into<String>, pid: Pid, start_time: u64) -> Self {
+        Self {
+            container_id: container_id.into(),
+            group: group.into(),
+            pid,
+            start_time,
+            cookie: 0,
+            cgroup: None,
+            namespace: None,
+            seq: 0,
+            created_at: 0,
+            updated_at: 0,
+            pod_name: None,
+            pod_uid: None,
+            container_name: None,
+        }
+    }
+}
+
 /// Per-group counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRow {

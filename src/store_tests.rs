@@ -7,19 +7,13 @@ use super::*;
 
 fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
     Member {
-        container_id: id.into(),
-        group: group.into(),
-        pid,
-        start_time,
         cookie: 0x1000 + pid as u64,
         cgroup: Some(format!("/kubepods/pod1/{id}")),
         namespace: Some("tenant-a".into()),
-        seq: 0,
-        created_at: 0,
-        updated_at: 0,
         pod_name: Some(format!("pod-{id}")),
         pod_uid: Some(format!("uid-{id}")),
         container_name: Some(format!("ctr-{id}")),
+        ..Member::new(id, group, pid, start_time)
     }
 }
 

@@ -121,21 +121,7 @@ mod tests {
     use crate::store::Member;
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
-        Member {
-            container_id: id.into(),
-            group: group.into(),
-            pid,
-            start_time,
-            cookie: 0x5eed,
-            cgroup: None,
-            namespace: None,
-            seq: 0,
-            created_at: 0,
-            updated_at: 0,
-            pod_name: None,
-            pod_uid: None,
-            container_name: None,
-        }
+        Member { cookie: 0x5eed, ..Member::new(id, group, pid, start_time) }
     }
 
     fn setup() -> (tempfile::TempDir, FakeProc, Store) {

@@ -206,19 +206,12 @@ mod tests {
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
         Member {
-            container_id: id.into(),
-            group: group.into(),
-            pid,
-            start_time,
             cookie,
-            cgroup: None,
             namespace: Some("tenant-a".into()),
-            seq: 0,
-            created_at: 0,
-            updated_at: 0,
             pod_name: Some(format!("pod-{id}")),
             pod_uid: Some(format!("uid-{id}")),
             container_name: Some(format!("ctr-{id}")),
+            ..Member::new(id, group, pid, start_time)
         }
     }
 

@@ -478,19 +478,13 @@ pub fn rebuild<K: CoreSched>(
         let previous = store.member(&k.c.id)?;
         let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
         store.upsert_member(&Member {
-            container_id: k.c.id.clone(),
-            group: group.clone(),
-            pid: k.task.pid,
-            start_time: k.task.start_time,
             cookie: k.cookie,
             cgroup,
             namespace: k.decision.namespace.clone(),
-            seq: 0,
-            created_at: 0,
-            updated_at: 0,
             pod_name: k.decision.pod.name.clone(),
             pod_uid: k.decision.pod.uid.clone(),
             container_name: k.decision.pod.container_name.clone(),
+            ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
         })?;
         if let Some(old) = previous.filter(|p| p.group != group) {
             store.drop_group_if_empty(&old.group)?;

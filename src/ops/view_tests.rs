@@ -13,19 +13,10 @@ struct Seeded {
 
 fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
     Member {
-        container_id: id.into(),
-        group: group.into(),
-        pid,
-        start_time,
         cookie,
         cgroup: Some(format!("/{id}")),
         namespace: Some("tenant-a".into()),
-        seq: 0,
-        created_at: 0,
-        updated_at: 0,
-        pod_name: None,
-        pod_uid: None,
-        container_name: None,
+        ..Member::new(id, group, pid, start_time)
     }
 }
 
