@@ -192,9 +192,13 @@ impl FakeKernel {
         self.proc.task(tid).ok().flatten().map(|t| t.start_time)
     }
 
-    /// The cookie of `tid`, whose start time is now `now` (from [`FakeKernel::check`]).
-    fn task_cookie(st: &State, tid: Pid, now: Option<u64>) -> Cookie {
-        match (st.tasks.get(&tid), now) {
+    /// The cookie of `pid` (0: the calling thread), whose start time is now `now` (from
+    /// [`FakeKernel::check`]).
+    fn cookie_of(&self, st: &State, pid: Pid, now: Option<u64>) -> Cookie {
+        if pid == 0 {
+            return self.self_cookie(st);
+        }
+        match (st.tasks.get(&pid), now) {
             (Some(&(start, cookie)), Some(now)) if start == now => cookie,
             _ => 0,
         }
@@ -263,7 +267,7 @@ impl CoreSched for FakeKernel {
         st.dirty = false;
         st.calls.push(format!("get {pid}"));
         let start = self.check(&st, pid)?;
-        Ok(if pid == 0 { self.self_cookie(&st) } else { Self::task_cookie(&st, pid, start) })
+        Ok(self.cookie_of(&st, pid, start))
     }
 
     fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
@@ -297,7 +301,7 @@ impl CoreSched for FakeKernel {
         let mut st = self.lock();
         st.calls.push(format!("share_from {pid}"));
         let start = self.check(&st, pid)?;
-        let cookie = if pid == 0 { self.self_cookie(&st) } else { Self::task_cookie(&st, pid, start) };
+        let cookie = self.cookie_of(&st, pid, start);
         self.set_self(cookie);
         Ok(())
     }

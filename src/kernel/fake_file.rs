@@ -35,6 +35,9 @@ pub(super) struct SharedFile {
     open: Option<(File, u64)>,
     /// Generation of the state in memory, when it came from (or went to) the file.
     seen: Option<u64>,
+    /// Generation the file held at the last [`SharedFile::acquire`] (0: empty); the next
+    /// [`SharedFile::store`] writes the one after it.
+    on_file: u64,
 }
 
 fn bad(path: &std::path::Path, what: &str) -> io::Error {
@@ -43,15 +46,15 @@ fn bad(path: &std::path::Path, what: &str) -> io::Error {
 
 impl SharedFile {
     pub(super) fn new(path: PathBuf) -> Self {
-        Self { path, open: None, seen: None }
+        Self { path, open: None, seen: None, on_file: 0 }
     }
 
     pub(super) fn path(&self) -> &std::path::Path {
         &self.path
     }
 
-    /// The open file, (re)opened when the path now names another file or none.
-    fn file(&mut self) -> io::Result<&File> {
+    /// Opens the file, or reopens it when the path now names another file or none.
+    fn reopen_if_replaced(&mut self) -> io::Result<()> {
         let current = match (&self.open, std::fs::metadata(&self.path)) {
             (Some((_, ino)), Ok(meta)) => meta.ino() == *ino,
             _ => false,
@@ -62,44 +65,48 @@ impl SharedFile {
             self.open = Some((f, ino));
             self.seen = None;
         }
-        Ok(&self.open.as_ref().expect("opened above").0)
+        Ok(())
+    }
+
+    /// The open file (after [`SharedFile::reopen_if_replaced`]).
+    fn opened(&self) -> io::Result<&File> {
+        self.open.as_ref().map(|(f, _)| f).ok_or_else(|| io::Error::other("fake kernel file is not open"))
     }
 
     /// Locks the file and says whether the state in memory is current.
     pub(super) fn acquire(&mut self) -> io::Result<Acquired> {
-        let path = self.path.clone();
-        let seen = {
-            self.file()?;
-            self.seen
-        };
-        let f = self.file_locked()?;
+        self.reopen_if_replaced()?;
+        let f = self.opened()?;
         f.lock()?;
         let mut header = [0u8; HEADER_LEN];
         let n = read_at_most(f, &mut header, 0)?;
         if n == 0 {
+            self.on_file = 0;
             return Ok(Acquired::Empty);
         }
-        let generation = parse_header(&header[..n]).ok_or_else(|| bad(&path, "bad header"))?;
-        if seen == Some(generation) {
-            return Ok(Acquired::Current);
-        }
-        let len = f.metadata()?.len() as usize;
-        let mut body = vec![0u8; len.saturating_sub(HEADER_LEN)];
-        f.read_exact_at(&mut body, HEADER_LEN as u64)?;
+        let generation = parse_header(&header[..n]).ok_or_else(|| bad(&self.path, "bad header"))?;
+        let body = if self.seen == Some(generation) {
+            None
+        } else {
+            let len = f.metadata()?.len() as usize;
+            let mut body = vec![0u8; len.saturating_sub(HEADER_LEN)];
+            f.read_exact_at(&mut body, HEADER_LEN as u64)?;
+            Some(body)
+        };
+        self.on_file = generation;
         self.seen = Some(generation);
-        Ok(Acquired::Changed(body))
+        Ok(body.map_or(Acquired::Current, Acquired::Changed))
     }
 
     /// Writes `json` as the next generation (the file must be acquired).
     pub(super) fn store(&mut self, json: &[u8]) -> io::Result<()> {
-        let f = self.file_locked()?;
-        let mut header = [0u8; HEADER_LEN];
-        let n = read_at_most(f, &mut header, 0)?;
-        let generation = if n == 0 { 0 } else { parse_header(&header[..n]).unwrap_or(0) } + 1;
+        let generation = self.on_file + 1;
         let mut bytes = format!("{MAGIC}{generation:020}\n").into_bytes();
         bytes.extend_from_slice(json);
+        let f = self.opened()?;
         f.write_all_at(&bytes, 0)?;
         f.set_len(bytes.len() as u64)?;
+        self.on_file = generation;
         self.seen = Some(generation);
         Ok(())
     }
@@ -109,10 +116,6 @@ impl SharedFile {
         if let Some((f, _)) = &self.open {
             let _ = f.unlock();
         }
-    }
-
-    fn file_locked(&self) -> io::Result<&File> {
-        self.open.as_ref().map(|(f, _)| f).ok_or_else(|| io::Error::other("fake kernel file is not open"))
     }
 }
 

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::kernel::fake::{FakeKernel, FakeProc};
+use crate::ops::test_world::World;
 
 fn fixture(path: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
@@ -23,24 +23,7 @@ fn annotations(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
     ann
 }
 
-struct World {
-    dir: tempfile::TempDir,
-    fp: FakeProc,
-    proc: ProcFs,
-    kernel: FakeKernel,
-    store: Store,
-}
-
 impl World {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-        let proc = fp.procfs();
-        let kernel = FakeKernel::new(fp.procfs());
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
-        Self { dir, fp, proc, kernel, store }
-    }
-
     fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
@@ -73,7 +56,7 @@ impl World {
         std::fs::write(d.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
     }
 
-    fn run(&self, roots: &[RuntimeRoot]) -> RebuildReport {
+    fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
         rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
     }
 }
@@ -104,7 +87,7 @@ fn running_containers_are_recorded_with_their_cookies_and_groups() {
     w.crun("crun", "cnone", 500, 5000, &annotations(&[("oci-coresched-hook/policy", Some("none"))]));
 
     let before = w.kernel.calls().len();
-    let r = w.run(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
     let calls = w.kernel.calls();
     assert!(calls[before..].iter().all(|c| c.starts_with("get ")), "rebuild only reads: {:?}", &calls[before..]);
 
@@ -136,7 +119,7 @@ fn running_containers_are_recorded_with_their_cookies_and_groups() {
     assert!(text.contains("WARNING: group default/web has 2 cookies"), "{text}");
 
     // Running it again changes nothing (same rows, same join order).
-    let again = w.run(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
+    let again = w.rebuild(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
     assert_eq!(again.members.len(), 3);
     let seqs: Vec<i64> = w.store.members("default/web").unwrap().iter().map(|m| m.seq).collect();
     assert_eq!(seqs, cached.iter().map(|m| m.seq).collect::<Vec<_>>());
@@ -155,7 +138,7 @@ fn unreadable_reused_duplicate_and_missing_are_reported() {
     w.fp.spawn(200, 2000, 0, "/b").unwrap();
     w.runc("runc", "twice", 200, 2000, &web, "b");
     w.runc("runc2", "twice", 200, 2000, &web, "b");
-    let r = w.run(&[
+    let r = w.rebuild(&[
         RuntimeRoot::runc(w.path("runc")),
         RuntimeRoot::runc(w.path("runc2")),
         RuntimeRoot::crun(w.path("absent")),

@@ -4,27 +4,9 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::engine::EnsureRequest;
-use crate::kernel::fake::{FakeKernel, FakeProc};
-
-struct World {
-    dir: tempfile::TempDir,
-    fp: FakeProc,
-    proc: ProcFs,
-    kernel: FakeKernel,
-    store: Store,
-}
+use crate::ops::test_world::World;
 
 impl World {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-        let proc = fp.procfs();
-        let kernel = FakeKernel::new(fp.procfs());
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
-        std::fs::create_dir_all(dir.path().join("cg")).unwrap();
-        Self { dir, fp, proc, kernel, store }
-    }
-
     fn cg_root(&self) -> PathBuf {
         self.dir.path().join("cg")
     }
@@ -56,7 +38,7 @@ impl World {
         Engine::new(&self.kernel, &self.proc, &self.store).ensure(&req).unwrap().cookie
     }
 
-    fn run(&self, dry_run: bool) -> ReconcileReport {
+    fn reconcile(&self, dry_run: bool) -> ReconcileReport {
         reconcile(&self.store, &self.kernel, &self.proc, &self.cg_root(), dry_run).unwrap()
     }
 
@@ -76,7 +58,7 @@ fn exec_d_process_at_cookie_zero_gets_the_group_cookie() {
     w.spawn(200, "/pod1/a1"); // runc exec: no hook, cookie 0
     w.spawn(300, "/pod1/a1/sub"); // in a descendant cgroup
     assert_eq!(w.cookie(200), 0);
-    let r = w.run(false);
+    let r = w.reconcile(false);
     let m = report(&r, "a1");
     assert_eq!(m.status, MemberStatus::Checked);
     assert_eq!(m.processes, 3, "init, the exec'd process and the one in the sub-cgroup");
@@ -89,7 +71,7 @@ fn exec_d_process_at_cookie_zero_gets_the_group_cookie() {
         assert_eq!(w.cookie(pid), c, "every thread of pid {pid} has the group's cookie");
     }
     // Idempotent: nothing left to fix.
-    assert_eq!(w.run(false).fixed(), 0);
+    assert_eq!(w.reconcile(false).fixed(), 0);
     assert!(r.render().contains("fixed pid 200: 0x0 -> "));
 }
 
@@ -99,7 +81,7 @@ fn dry_run_changes_nothing() {
     let c = w.container("a1", "web", 100, "/pod1/a1");
     w.spawn(200, "/pod1/a1");
     let calls = w.kernel.calls().len();
-    let r = w.run(true);
+    let r = w.reconcile(true);
     assert!(r.dry_run);
     assert_eq!(r.fixed(), 1);
     assert_eq!(report(&r, "a1").fixed[0].new_cookie, CookieHex(c).to_string());
@@ -115,13 +97,13 @@ fn dead_member_is_skipped_and_its_cgroup_untouched() {
     w.container("a1", "web", 100, "/pod1/a1");
     w.spawn(200, "/pod1/a1");
     w.fp.kill(100, 1).unwrap();
-    let r = w.run(false);
+    let r = w.reconcile(false);
     assert_eq!(report(&r, "a1").status, MemberStatus::Dead);
     assert_eq!(r.fixed(), 0);
     assert_eq!(w.cookie(200), 0);
     // A reused pid is as dead as a gone one.
     w.fp.spawn(100, 99_999, 0, "/pod1/a1").unwrap();
-    assert_eq!(report(&w.run(false), "a1").status, MemberStatus::Dead);
+    assert_eq!(report(&w.reconcile(false), "a1").status, MemberStatus::Dead);
 }
 
 #[test]
@@ -132,7 +114,7 @@ fn exited_processes_are_not_errors_and_foreign_cookies_are_fixed() {
     std::fs::write(w.cg_root().join("pod1/a1/cgroup.procs"), "100\n555\n").unwrap();
     w.spawn(200, "/pod1/a1");
     w.kernel.force(200, 0xdead_0000); // entered with some other cookie
-    let r = w.run(false);
+    let r = w.reconcile(false);
     let m = report(&r, "a1");
     assert!(m.errors.is_empty(), "{:?}", m.errors);
     assert_eq!(m.fixed.len(), 1);
@@ -147,7 +129,7 @@ fn nested_and_shared_cgroups_of_other_groups_are_left_alone() {
     let db = w.container("b1", "db", 110, "/pod1/b1");
     assert_ne!(web, db);
     w.spawn(200, "/pod1/b1"); // exec'd into b1: belongs to db, not web
-    let r = w.run(false);
+    let r = w.reconcile(false);
     assert_eq!(report(&r, "a1").fixed.len(), 0);
     assert_eq!(report(&r, "b1").fixed.len(), 1);
     assert_eq!(w.cookie(200), db);
@@ -157,7 +139,7 @@ fn nested_and_shared_cgroups_of_other_groups_are_left_alone() {
     w.container("c1", "x", 120, "/shared");
     w.container("d1", "y", 130, "/shared");
     w.spawn(210, "/shared");
-    let r = w.run(false);
+    let r = w.reconcile(false);
     assert_eq!(report(&r, "c1").status, MemberStatus::SharedCgroup);
     assert_eq!(report(&r, "d1").status, MemberStatus::SharedCgroup);
     assert_eq!(w.cookie(210), 0);
@@ -169,7 +151,7 @@ fn members_without_a_usable_cgroup_are_skipped() {
     w.container("a1", "web", 100, "/");
     w.container("a2", "web", 110, "/not/under/the/root");
     std::fs::remove_dir_all(w.cg_root().join("not")).unwrap();
-    let r = w.run(false);
+    let r = w.reconcile(false);
     assert_eq!(report(&r, "a1").status, MemberStatus::NoCgroup);
     assert_eq!(report(&r, "a2").status, MemberStatus::NoCgroup);
     assert!(!Path::new(&w.cg_root()).join("cgroup.procs").exists() || r.fixed() == 0);
