@@ -13,8 +13,12 @@
 #                  it fails open); man -l renders, completions load; dpkg -r keeps the edited
 #                  conffile, dpkg --purge removes it. The package is purged on exit, even on failure.
 #  5. containerd:  the example files parse (tomllib, JSON) and name the installed paths
-#  6. kubernetes:  the manifest validates (kubernetes-validate --strict); the image's installer
-#                  writes binary, hooks.d file and config into a fake host root, refuses a bad config
+#  6. kubernetes:  the manifest validates (kubernetes-validate --strict); the image's installer,
+#                  run with the manifest's mounts of a fake host root, writes binary, config and
+#                  the hooks.d file into the engines' default dir and every configured hooks_dir
+#                  (containers.conf, crio.conf drop-ins), falls back to /etc with one advice line
+#                  where /usr is read-only, refuses a bad config or an unmounted hooks_dir, and
+#                  uninstall removes every copy it installed
 #
 # A missing tool fails the run when CI is set; otherwise the section prints SKIPPED and what is
 # missing. OCH_KEEP_TEMP=1 keeps the temp dir.
@@ -441,24 +445,40 @@ fi
 # ---------------------------------------------------------------------------------------------
 log "6. Kubernetes: manifest and node installer image"
 # ---------------------------------------------------------------------------------------------
-if need "kubernetes manifest" "kubernetes-validate|kubernetes-validate (python3 -m pip install kubernetes-validate)" "py:yaml|PyYAML (python3 -m pip install pyyaml)"; then
+if need "kubernetes manifest" "kubernetes-validate|kubernetes-validate (python3 -m pip install kubernetes-validate)"; then
     check "kubernetes-validate --strict packaging/kubernetes/daemonset.yaml" \
         kubernetes-validate --strict --quiet packaging/kubernetes/daemonset.yaml
-    check "every container of the DaemonSet uses the same image, the installer mounts the three host dirs" python3 -c '
-import yaml
+fi
+if need "kubernetes manifest mounts" "py:yaml|PyYAML (python3 -m pip install pyyaml)"; then
+    # The installer's mounts, as "HOSTPATH MOUNTPATH ro|rw" lines: the image tests below mount the
+    # same host dirs (of a fake host root) at the same places.
+    check "one image for all containers; the installer mounts the hooks.d, detection and config dirs of the host" python3 - "$T/ds-mounts" <<'EOF'
+import sys, yaml
 docs = [d for d in yaml.safe_load_all(open("packaging/kubernetes/daemonset.yaml")) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 pod = ds["spec"]["template"]["spec"]
 images = {c["image"] for c in pod["initContainers"] + pod["containers"]}
 assert len(images) == 1, images
-paths = {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-assert paths == {"/usr/local/bin", "/etc/containers/oci/hooks.d", "/etc/oci-coresched-hook"}, paths
-mounts = {m["mountPath"] for m in pod["initContainers"][0]["volumeMounts"]}
-assert {"/host" + p for p in paths} <= mounts, mounts
-'
+init = pod["initContainers"][0]
+host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+want = {"/usr/local/bin": "rw", "/usr/share": "rw", "/etc/containers": "ro",
+        "/etc/containers/oci/hooks.d": "rw", "/etc/crio": "ro", "/etc/oci-coresched-hook": "rw"}
+got = {}
+for m in init["volumeMounts"]:
+    if m["name"] in host:
+        assert m["mountPath"] == "/host" + host[m["name"]], m
+        got[host[m["name"]]] = "ro" if m.get("readOnly") else "rw"
+assert got == want, got
+env = {e["name"]: e.get("value") for e in init.get("env", [])}
+assert "HOOKS_DIR" not in env, "HOOKS_DIR set: the installer would neither use the default dir nor detect hooks_dir"
+assert env.get("HOST_ROOT") == "/host", env
+with open(sys.argv[1], "w") as f:
+    for p, mode in got.items():
+        print(p, "/host" + p, mode, file=f)
+EOF
 fi
 IMAGE=$(cat target/packaging/image-name 2>/dev/null)
-if ((BUILD_OK)) && need "installer image" "root" "podman|podman (apt-get install podman)"; then
+if ((BUILD_OK)) && need "installer image" "root" "podman|podman (apt-get install podman)" "python3|python3"; then
     if [[ -z $IMAGE ]] || ! podman_ image exists "$IMAGE" 2>/dev/null; then
         if [[ -f target/packaging/oci-coresched-hook-image.tar ]]; then
             podman_ load -i target/packaging/oci-coresched-hook-image.tar >/dev/null 2>&1
@@ -466,32 +486,59 @@ if ((BUILD_OK)) && need "installer image" "root" "podman|podman (apt-get install
     fi
     if [[ -z $IMAGE ]] || ! podman_ image exists "$IMAGE" 2>/dev/null; then
         bad "installer image ${IMAGE:-<none>} was not built (see scripts/package.sh output)"
+    elif [[ ! -s $T/ds-mounts ]]; then
+        bad "no DaemonSet mounts to run the installer with (the manifest check above failed or was skipped)"
     else
-        H=$T/host
-        mkdir -p "$H/usr/local/bin" "$H/etc/containers/oci/hooks.d" "$H/etc/oci-coresched-hook" "$T/cm-bad" "$T/cm-good"
-        run_installer() { # run_installer CONFIGMAP_DIR|- ARGS...
-            local cm=$1 vols=(-v "$H/usr/local/bin:/host/usr/local/bin" -v "$H/etc/containers/oci/hooks.d:/host/etc/containers/oci/hooks.d"
-                -v "$H/etc/oci-coresched-hook:/host/etc/oci-coresched-hook")
-            shift
+        UHOOKS=usr/share/containers/oci/hooks.d EHOOKS=etc/containers/oci/hooks.d
+        # new_host DIR: a fake node root with the DaemonSet's host dirs, as kubelet leaves them.
+        new_host() {
+            local hp
+            while read -r hp _ _; do mkdir -p "$1$hp"; done <"$T/ds-mounts"
+        }
+        # run_installer HOST CONFIGMAP_DIR|- [ro-usr] [-e VAR=VALUE]... ARGS...: the image with the
+        # DaemonSet's mounts of HOST; ro-usr mounts /usr/share read-only, as on a read-only /usr.
+        run_installer() {
+            local h=$1 cm=$2 vols=() envs=() hp mp mode rousr=0
+            shift 2
+            [[ ${1:-} == ro-usr ]] && { rousr=1; shift; }
+            while [[ ${1:-} == -e ]]; do envs+=(-e "$2"); shift 2; done
+            while read -r hp mp mode; do
+                [[ $hp == /usr/share && $rousr == 1 ]] && mode=ro
+                vols+=(-v "$h$hp:$mp$([[ $mode == ro ]] && echo :ro)")
+            done <"$T/ds-mounts"
             [[ $cm != - ]] && vols+=(-v "$cm:/config:ro")
             podman_ run --rm --net=none --read-only --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
-                "${vols[@]}" "$IMAGE" "$@"
+                "${vols[@]}" "${envs[@]}" "$IMAGE" "$@"
         }
-        check "installer image runs: install" run_installer - install
-        st=$(stat -c '%a %U' "$H/usr/local/bin/$PKG" 2>/dev/null)
-        [[ $st == "755 root" ]] && ok "installed /usr/local/bin/$PKG 0755 root" || bad "installed binary: '$st'"
-        check "installed static binary runs on the host" "$H/usr/local/bin/$PKG" --version
-        check "installed config is packaging/config.toml" cmp "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml
-        check "installed hooks.d file = the packaged one with hook.path /usr/local/bin/$PKG" python3 -c '
+        # is_our_hooks FILE: the packaged hooks.d file with hook.path /usr/local/bin/oci-coresched-hook
+        is_our_hooks() {
+            python3 -c '
 import json, sys
 got = json.load(open(sys.argv[1])); want = json.load(open("hooks.d/oci-coresched-hook.json"))
 want["hook"]["path"] = "/usr/local/bin/oci-coresched-hook"
 assert got == want, (got, want)
-' "$H/etc/containers/oci/hooks.d/$PKG.json"
-        extra=$(find "$H/etc/containers/oci/hooks.d" "$H/usr/local/bin" -mindepth 1 ! -name "$PKG.json" ! -name "$PKG")
+' "$1"
+        }
+        # copies HOST: the hooks.d copies under HOST, as host paths, sorted, one line.
+        copies() { (cd "$1" && find . -name "$PKG.json" | sed 's#^\.##' | sort | tr '\n' ' '); }
+
+        H=$T/host
+        new_host "$H"
+        mkdir -p "$T/cm-bad" "$T/cm-good"
+        check "installer image runs: install" run_installer "$H" - install
+        st=$(stat -c '%a %U' "$H/usr/local/bin/$PKG" 2>/dev/null)
+        [[ $st == "755 root" ]] && ok "installed /usr/local/bin/$PKG 0755 root" || bad "installed binary: '$st'"
+        check "installed static binary runs on the host" "$H/usr/local/bin/$PKG" --version
+        check "installed config is packaging/config.toml" cmp "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml
+        check "installed /$UHOOKS/$PKG.json = the packaged one with hook.path /usr/local/bin/$PKG" is_our_hooks "$H/$UHOOKS/$PKG.json"
+        got=$(copies "$H")
+        [[ $got == "/$UHOOKS/$PKG.json " ]] && ok "no engine config on the node: one copy, in the engines' default /$UHOOKS" ||
+            bad "hooks.d copies on a node without engine config: $got (want only /$UHOOKS/$PKG.json)"
+        extra=$(find "$H/$UHOOKS" "$H/$EHOOKS" "$H/usr/local/bin" "$H/etc/oci-coresched-hook" -mindepth 1 \
+            ! -name "$PKG.json" ! -name "$PKG" ! -name config.toml ! -name installed-hooks-dirs)
         [[ -z $extra ]] && ok "installer left no temp files" || bad "installer left temp files: $extra"
         { cat packaging/config.toml; echo 'bogus = true'; } >"$T/cm-bad/config.toml"
-        if run_installer "$T/cm-bad" install >"$T/inst-bad.log" 2>&1; then
+        if run_installer "$H" "$T/cm-bad" install >"$T/inst-bad.log" 2>&1; then
             bad "installer accepted a ConfigMap config with an unknown key"
         else
             cmp -s "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml &&
@@ -499,12 +546,130 @@ assert got == want, (got, want)
                 bad "installer changed the node's config although the new one is invalid"
         fi
         printf 'log_level = "debug"\nfail_closed = true\n' >"$T/cm-good/config.toml"
-        check "installer installs a ConfigMap config" run_installer "$T/cm-good" install
+        check "installer installs a ConfigMap config" run_installer "$H" "$T/cm-good" install
         check "node config is now the ConfigMap's" cmp "$H/etc/oci-coresched-hook/config.toml" "$T/cm-good/config.toml"
-        check "installer uninstall" run_installer - uninstall
-        [[ -e $H/usr/local/bin/$PKG || -e $H/etc/containers/oci/hooks.d/$PKG.json ]] &&
-            bad "uninstall left the binary or the hooks.d file" || ok "uninstall removed the binary and the hooks.d file"
-        [[ -e $H/etc/oci-coresched-hook/config.toml ]] && ok "uninstall keeps the config (PURGE=1 removes it)" || bad "uninstall removed the config"
+
+        # The node's configured hooks_dir: podman's containers.conf (+ drop-in with append) and
+        # CRI-O's crio.conf (replaced by a drop-in), with the spacing, comments, quoting and
+        # multi-line arrays TOML allows, and decoys in other tables and in comments.
+        mkdir -p "$H/usr/share/containers" "$H/etc/containers/containers.conf.d" "$H/etc/crio/crio.conf.d"
+        cat >"$H/usr/share/containers/containers.conf" <<'EOF'
+[containers]
+# hooks_dir = ["/decoy/comment"]
+env = [
+  ["nested", "array"],
+]
+[engine]
+#hooks_dir = [
+#  "/usr/share/containers/oci/hooks.d",
+#]
+hooks_dir=["/usr/share/containers/oci/hooks.d"]
+[engine.runtimes]
+hooks_dir = ["/decoy/other-table"]
+EOF
+        cat >"$H/etc/containers/containers.conf.d/50-hooks.conf" <<'EOF'
+[ engine ]
+  hooks_dir   =   [
+    "/etc/containers/oci/hooks.d",   # a comment with "quotes" and ]
+    'relative/hooks.d',
+    {append = true},
+  ]
+log_level = "a=b # not a comment"
+EOF
+        cat >"$H/etc/crio/crio.conf" <<'EOF'
+[crio.runtime]
+hooks_dir = [ "/usr/share/containers/oci/hooks-replaced.d" ]
+EOF
+        cat >"$H/etc/crio/crio.conf.d/10-hooks.conf" <<'EOF'
+[crio]
+[crio.image]
+hooks_dir = ["/decoy/crio-image"]
+[crio.runtime]
+hooks_dir = [
+	"/usr/share/containers/oci/hooks.d",
+	"/usr/share//containers/oci/hooks-crio.d/",
+]
+EOF
+        if run_installer "$H" - install >"$T/inst-detect.log" 2>&1; then
+            ok "installer with podman and CRI-O hooks_dir configured: install"
+        else bad "installer with configured hooks_dir failed"; sed 's/^/       | /' "$T/inst-detect.log"; fi
+        want="/$EHOOKS/$PKG.json /usr/share/containers/oci/hooks-crio.d/$PKG.json /$UHOOKS/$PKG.json "
+        got=$(copies "$H")
+        [[ $got == "$want" ]] && ok "copies in the default and every configured hooks_dir, none in replaced or decoy ones: $got" ||
+            { bad "hooks.d copies: '$got', want '$want'"; sed 's/^/       | /' "$T/inst-detect.log"; }
+        for f in "$H/$EHOOKS/$PKG.json" "$H/usr/share/containers/oci/hooks-crio.d/$PKG.json"; do
+            check "${f#"$H"} = the packaged one with hook.path /usr/local/bin/$PKG" is_our_hooks "$f"
+        done
+        grep -q "ignoring hooks_dir entry 'relative/hooks.d' in /etc/containers/containers.conf.d/50-hooks.conf" "$T/inst-detect.log" &&
+            ok "a relative hooks_dir entry is ignored with a warning naming it and its file" || bad "no warning about the relative hooks_dir entry"
+        state=$(sort "$H/etc/oci-coresched-hook/installed-hooks-dirs" 2>/dev/null | tr '\n' ' ')
+        [[ $state == "/$EHOOKS /usr/share/containers/oci/hooks-crio.d /$UHOOKS " ]] &&
+            ok "installed-hooks-dirs records the three directories" || bad "installed-hooks-dirs: '$state'"
+
+        # A configured hooks_dir the DaemonSet does not mount: refused, nothing changed.
+        printf '[crio.runtime]\nhooks_dir = ["/opt/och-hooks.d"]\n' >"$H/etc/crio/crio.conf.d/20-opt.conf"
+        before=$(stat -c %Y.%i "$H/usr/local/bin/$PKG")
+        if run_installer "$H" - install >"$T/inst-unmounted.log" 2>&1; then
+            bad "installer accepted a hooks_dir that is not mounted into it"
+        else
+            grep -q 'not mounted into the installer.*nothing was changed' "$T/inst-unmounted.log" &&
+                grep -q '/opt/och-hooks.d (hooks_dir in /etc/crio/crio.conf.d/20-opt.conf)' "$T/inst-unmounted.log" &&
+                [[ ! -e $H/opt && $(stat -c %Y.%i "$H/usr/local/bin/$PKG") == "$before" ]] &&
+                ok "a hooks_dir not mounted into the installer is an error naming it and its file; nothing changed" ||
+                { bad "unmounted hooks_dir: wrong message or the node changed"; sed 's/^/       | /' "$T/inst-unmounted.log"; }
+        fi
+        rm -f "$H/etc/crio/crio.conf.d/20-opt.conf"
+
+        # uninstall removes every copy that runs the installed binary, keeps one that runs another.
+        sed 's#"/usr/local/bin/oci-coresched-hook"#"/usr/bin/oci-coresched-hook"#' "$H/$EHOOKS/$PKG.json" \
+            >"$H/usr/share/containers/oci/hooks-crio.d/$PKG.json"
+        if run_installer "$H" - uninstall >"$T/inst-uninstall.log" 2>&1; then ok "installer uninstall"; else
+            bad "installer uninstall failed"; sed 's/^/       | /' "$T/inst-uninstall.log"; fi
+        got=$(copies "$H")
+        [[ $got == "/usr/share/containers/oci/hooks-crio.d/$PKG.json " && ! -e $H/usr/local/bin/$PKG ]] &&
+            ok "uninstall removed the binary and every copy it installed, kept a same-name file running /usr/bin/$PKG" ||
+            { bad "after uninstall: copies '$got', binary $(ls "$H/usr/local/bin/")"; sed 's/^/       | /' "$T/inst-uninstall.log"; }
+        [[ -e $H/etc/oci-coresched-hook/config.toml && ! -e $H/etc/oci-coresched-hook/installed-hooks-dirs ]] &&
+            ok "uninstall keeps the config (PURGE=1 removes it), drops its record" || bad "uninstall: config gone or record left"
+
+        # Read-only /usr (Flatcar, Bottlerocket, Fedora CoreOS): /usr/share mounted read-only.
+        H=$T/host-ro-usr
+        new_host "$H"
+        # The read-only bind mount stops root too (no chmod trick): the installer's fallback below
+        # is what it does on such a node, not a test artifact.
+        if podman_ run --rm --net=none --read-only -v "$H/usr/share:/host/usr/share:ro" --entrypoint /bin/busybox \
+            "$IMAGE" mkdir /host/usr/share/containers >/dev/null 2>&1 || [[ -e $H/usr/share/containers ]]; then
+            bad "root in the installer container can write to the read-only /usr/share mount"
+        else ok "root in the installer container cannot write to a read-only /usr/share mount"; fi
+        if run_installer "$H" - ro-usr install >"$T/inst-ro.log" 2>&1; then ok "installer with a read-only /usr/share: install"; else
+            bad "installer with a read-only /usr/share failed"; sed 's/^/       | /' "$T/inst-ro.log"; fi
+        got=$(copies "$H")
+        [[ $got == "/$EHOOKS/$PKG.json " ]] && ok "read-only /usr: the copy is in /$EHOOKS instead" ||
+            bad "read-only /usr: copies '$got', want /$EHOOKS/$PKG.json"
+        n=$(grep -c 'warning: .*read-only' "$T/inst-ro.log")
+        line=$(grep 'warning: .*read-only' "$T/inst-ro.log")
+        [[ $n == 1 && $line == *'hooks_dir = ["/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"]'* &&
+            $line == *"[engine]"* && $line == *"[crio.runtime]"* ]] &&
+            ok "one line tells which hooks_dir setting to add: ${line#*warning: }" ||
+            { bad "read-only /usr: want one line naming hooks_dir, [engine] and [crio.runtime]"; sed 's/^/       | /' "$T/inst-ro.log"; }
+        # With CRI-O's hooks_dir already naming /etc, the line asks only podman's.
+        mkdir -p "$H/etc/crio/crio.conf.d" "$H/etc/containers"
+        printf '[crio.runtime]\nhooks_dir = ["/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"]\n' >"$H/etc/crio/crio.conf.d/10-hooks.conf"
+        : >"$H/etc/containers/containers.conf"
+        run_installer "$H" - ro-usr install >"$T/inst-ro2.log" 2>&1
+        line=$(grep 'warning: .*read-only' "$T/inst-ro2.log")
+        [[ $line == *"podman needs hooks_dir"*"[engine]"* && $line != *CRI-O\ needs* ]] &&
+            ok "read-only /usr, CRI-O configured: the line asks only for podman's setting" ||
+            { bad "read-only /usr with CRI-O configured: '$line'"; }
+        if run_installer "$H" - ro-usr uninstall >"$T/inst-ro-un.log" 2>&1 && [[ -z $(copies "$H") && ! -e $H/usr/local/bin/$PKG ]]; then
+            ok "read-only /usr: uninstall removes the /$EHOOKS copy and the binary"
+        else bad "read-only /usr: uninstall"; sed 's/^/       | /' "$T/inst-ro-un.log"; fi
+
+        # HOOKS_DIR names the one directory.
+        if run_installer "$H" - -e HOOKS_DIR=/$EHOOKS install >"$T/inst-hd.log" 2>&1 && [[ $(copies "$H") == "/$EHOOKS/$PKG.json " ]]; then
+            ok "HOOKS_DIR=/$EHOOKS: the only copy is there"
+        else bad "HOOKS_DIR override: copies '$(copies "$H")'"; sed 's/^/       | /' "$T/inst-hd.log"; fi
+        check "HOOKS_DIR: uninstall" run_installer "$H" - -e HOOKS_DIR=/$EHOOKS uninstall
         size=$(podman_ image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null)
         ok "image $IMAGE: $((size / 1024)) KiB, FROM scratch"
     fi
