@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier demo bench bench-breakdown bench-vm
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm
 
 build:
 	cargo build --release --locked
@@ -13,6 +13,14 @@ test-host:
 
 vm-tier:
 	tests/vm/tier.sh
+
+# Tier 5: Debian 13's containerd CRI, podman 5, crun and runc in the real-kernel VM
+# (tests/field/). `make field-fixtures` also refreshes tests/fixtures/field/ from that run.
+field-tier:
+	tests/field/run.sh
+
+field-fixtures:
+	tests/field/run.sh --update-fixtures
 
 # Two containers of one group share a cookie, a third is isolated: real runc on a real
 # CONFIG_SCHED_CORE kernel in a VM.

@@ -3,7 +3,9 @@
 #   1. lints (rustfmt, clippy)         2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
 #   3. packaging (tests/packaging/run.sh): .deb/.rpm/image, install, podman through the installed hook
 #   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
-# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tier 4 locally (never in CI).
+#   5. the field tier (tests/field/run.sh): the same kernel with a Debian 13 root (debootstrap,
+#      cached): containerd CRI pods and podman 5 with crun and runc, cookies read by coresched
+# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tiers 4 and 5 locally (never in CI).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -53,9 +55,11 @@ log "packaging: .deb/.rpm/image build and contents, dpkg -i + podman/runc, remov
 tests/packaging/run.sh
 
 if [[ ${OCH_SKIP_VM:-} == 1 && -z ${CI:-} ]]; then
-    log "SKIPPED: the real-kernel VM tier (OCH_SKIP_VM=1)"
+    log "SKIPPED: the real-kernel VM tier and the field tier (OCH_SKIP_VM=1)" >&2
 else
     log "real-kernel VM tier"
     tests/vm/tier.sh
+    log "field tier: Debian 13's containerd CRI, podman 5, crun and runc on the real kernel"
+    tests/field/run.sh
 fi
 log "all tiers passed"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Tier 4, the field tier: the engines users run, on the real CONFIG_SCHED_CORE kernel. Boots the
+# VM tier's kernel with the Debian 13 root (`tests/vm/vm.sh field`; the root is built once by
+# debootstrap and cached, keyed by tests/vm/trixie-packages.txt) and runs tests/field/guest.sh in
+# it: containerd 1.7 CRI pods wired by base_runtime_spec as packaging/containerd/ documents, podman
+# 5 with crun and runc through the packaged hooks.d file. Cookies are read by util-linux coresched.
+#
+#   tests/field/run.sh [--update-fixtures]
+#
+# Builds the .deb (scripts/package.sh deb) and the pods' image from the Debian 13 root on the host.
+# --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
+# The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
+set -euo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
+
+update=0
+case ${1:-} in
+--update-fixtures) update=1 ;;
+"") ;;
+*) echo "usage: tests/field/run.sh [--update-fixtures]" >&2; exit 2 ;;
+esac
+
+log() { printf 'field: %s\n' "$*" >&2; }
+
+tests/vm/vm.sh deps
+ROOT=$(tests/vm/vm.sh rootfs)
+scripts/package.sh deb >/dev/null
+DEB=$(find target/debian -maxdepth 1 -name 'oci-coresched-hook_*_amd64.deb' -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d' ' -f2-)
+[[ -f $DEB ]] || { log "no .deb under target/debian after scripts/package.sh deb"; exit 1; }
+
+X=$(mktemp -d "${TMPDIR:-/tmp}/och-field.XXXXXX")
+chmod 755 "$X"
+mkdir -p "$X/in" "$X/states"
+cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
+python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1
+
+start=$(date +%s)
+rc=0
+tests/vm/vm.sh field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" -- tests/field/guest.sh || rc=$?
+log "guest run: $(($(date +%s) - start)) s, exit status $rc"
+if ((update)); then
+    python3 tests/field/fixtures.py "$X/states" tests/fixtures/field
+fi
+if ((rc != 0)); then
+    log "FAILED; logs and captured states kept in $X (hook.log, containerd.log, results.tap, states/)"
+    exit "$rc"
+fi
+rm -rf -- "$X"
