@@ -27,6 +27,18 @@ check "a1 and a2 (one group) share one cookie" test "$a1" = "$a2"
 check "b1 (another group) has another cookie" test "$b1" != "$a1" -a "$b1" != 0x0
 check "t1 (same group name, other namespace) has another cookie" test "$t1" != "$a1" -a "$t1" != "$b1" -a "$t1" != 0x0
 
+# A reader we did not write: util-linux coresched (Debian 13's; Debian 12's util-linux has none),
+# run from the field tier's Debian 13 root, must agree with inspect on every container.
+if [[ -x ${OCH_TRIXIE_ROOT:-}/usr/bin/coresched ]]; then
+    for id in a1 a2 b1 t1; do
+        p=$(pid_of "$id")
+        theirs=$(chroot "$OCH_TRIXIE_ROOT" /usr/bin/coresched get -s "$p" 2>&1)
+        check "coresched agrees with inspect on $id ($theirs)" test "${theirs##* is }" = "$(cookie "$id")"
+    done
+else
+    bad "util-linux coresched not found in the Debian 13 root (OCH_TRIXIE_ROOT=${OCH_TRIXIE_ROOT:-unset})"
+fi
+
 s1=$(self_cookie a1); s2=$(self_cookie a2)
 check "a1's first action saw its cookie already set ($s1)" test "$s1" = "$a1"
 check "a2's first action saw its group's cookie ($s2)" test "$s2" = "$a1"

@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
 
 tests/vm/vm.sh deps
+# The Debian 13 root of the field tier: its util-linux coresched cross-checks the e2e cookies.
+TRIXIE_ROOT=$(tests/vm/vm.sh rootfs)
 cargo build --locked
 LIBTEST=$(cargo test --locked --lib --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -20,7 +22,7 @@ for line in sys.stdin:
 [[ -x $LIBTEST ]] || { echo "tier.sh: could not find the library test binary" >&2; exit 1; }
 
 start=$(date +%s)
-tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-1800}" -- sh -c "
+tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-1800}" --env "OCH_TRIXIE_ROOT=$TRIXIE_ROOT" -- sh -c "
     echo '== scenario suite on the real kernel'
     '$LIBTEST' --ignored --test-threads=2 scenarios::linux || exit 1
     echo '== end-to-end with runc and crun'
