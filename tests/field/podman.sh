@@ -46,7 +46,16 @@ start() {
 }
 
 echo "# podman $("${PO[@]}" version -f '{{.Client.Version}}' 2>&1), $rt $("$rt" --version | head -n 1)"
+# Which hooks.d directories podman reads with the distribution's default config: a probe hook in
+# /etc/containers/oci/hooks.d leaves a mark if podman ran it.
+probe=/run/och-field/etc-hooks-d-read
+rm -f "$probe"
+mkdir -p /etc/containers/oci/hooks.d
+printf '{"version":"1.0.0","hook":{"path":"/bin/sh","args":["sh","-c","touch %s"]},"when":{"always":true},"stages":["createRuntime"]}\n' \
+    "$probe" >/etc/containers/oci/hooks.d/zz-och-probe.json
 start "$rt-a1" tenant-a web
+check "podman's default config reads no hooks from /etc/containers/oci/hooks.d (only /usr/share/...)" test ! -e "$probe"
+rm -f /etc/containers/oci/hooks.d/zz-och-probe.json
 start "$rt-a2" tenant-a web
 start "$rt-b1" tenant-b web
 a1=$(cookie "$(pid_of "$rt-a1")")
