@@ -40,7 +40,7 @@ Usage:
                              --xchg DIR (also for run) shares DIR read-write at /run/xchg
   vm.sh rootfs               build (once) and print the cached Debian 13 root
   vm.sh selftest             boot the guest and check PR_SCHED_CORE, SMT topology and runc
-  vm.sh prune                remove cache entries of other kernel/initramfs keys and old leftovers
+  vm.sh prune                remove cache entries of other kernel/initramfs/Debian 13 root keys and old leftovers
   vm.sh help
 
 Environment:
@@ -1014,13 +1014,14 @@ cmd_selftest() {
 cmd_prune() {
     (($# == 0)) || die "prune takes no arguments"
     [[ -d $CACHE ]] || return 0
-    local kkey ikey e
+    local kkey ikey tkey e
     kkey=$(kernel_key)
     ikey=$(initramfs_key)
-    for e in "$CACHE"/kernel-* "$CACHE"/initramfs-*; do
+    tkey=$(trixie_key)
+    for e in "$CACHE"/kernel-* "$CACHE"/initramfs-* "$CACHE"/trixie-*; do
         [[ -d $e ]] || continue
         case ${e##*/} in
-        "$kkey" | "$ikey") ;;
+        "$kkey" | "$ikey" | "$tkey") ;;
         *)
             log "removing stale cache entry $e"
             rm -rf -- "$e"
