@@ -1,6 +1,6 @@
 //! oci-coresched-hook: an OCI runtime hook that gives containers Linux core-scheduling cookies by
 //! group, so that tenants never share a physical core's SMT siblings while containers of one group
-//! still can. See `DESIGN.md`-level overview in the README.
+//! still can. ARCHITECTURE.md maps the modules and their rules.
 
 pub mod app;
 pub mod cgroup;

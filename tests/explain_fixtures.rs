@@ -1,6 +1,6 @@
 //! `explain` over the real OCI states in `tests/fixtures/states/` (captured from runc, crun and
 //! podman at every stage): the real binary must infer the stage from each state and decide as
-//! DESIGN.md's lifecycle table says, `--stage` must override the inference, and bad input must be
+//! the lifecycle table (ARCHITECTURE.md §3) says, `--stage` must override the inference, and bad input must be
 //! a usage error (exit 2) that names the problem.
 //!
 //! The hook config is a file in the test's temp dir, so the host's

@@ -1,7 +1,7 @@
 //! `explain` over the OCI states and bundle `config.json` files in `tests/fixtures/field/`,
 //! captured in the field tier (tests/field/, Debian 13 guest) exactly as containerd 1.7 CRI (with
 //! runc and crun) and podman 5 (with crun and runc) sent them to the hook: the real binary must
-//! infer the stage from each state and decide as DESIGN.md's lifecycle table says, `--stage` must
+//! infer the stage from each state and decide as the lifecycle table (ARCHITECTURE.md §3) says, `--stage` must
 //! override the inference, and the engines' real `config.json` files must parse and give the QoS
 //! class their `linux.cgroupsPath` implies (kubelet cgroup parent → LS or BE; podman's own parent →
 //! none). What the hook does when the bundle is gone (as it is on this host for the captured paths)

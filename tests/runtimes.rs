@@ -1,4 +1,4 @@
-//! The real hook binary under real runc, crun and podman (tier 2 of DESIGN.md).
+//! The real hook binary under real runc, crun and podman (tier 2 of ARCHITECTURE.md §9).
 //!
 //! Each test has its own temp dir, container ids, runtime roots, hook config, state dir and log
 //! file, so they run in parallel. What is checked is what the hook logged (`decision {...}` lines

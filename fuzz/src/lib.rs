@@ -1,4 +1,4 @@
-//! Independent oracles for the fuzz targets: the rules of DESIGN.md ("Group resolution") written
+//! Independent oracles for the fuzz targets: the rules of ARCHITECTURE.md (§4, "Group resolution") written
 //! again, deliberately not by calling the code under test, so a target can check what the decision
 //! must be and not only that it did not panic.
 

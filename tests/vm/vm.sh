@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Functions run through traps, `with_lock`, `setsid bash -c` and `declare -f` look unreachable:
 # shellcheck disable=SC2317
-# Real-kernel VM test harness for oci-coresched-hook (DESIGN.md, "Test tiers", tier 3).
+# Real-kernel VM test harness for oci-coresched-hook (ARCHITECTURE.md §9, "Test tiers", tier 3).
 #
 # Builds (once, cached outside the repository) a small x86_64 kernel with CONFIG_SCHED_CORE=y from
 # Debian's linux-source-6.12 and a busybox initramfs, then boots it under
