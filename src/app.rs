@@ -82,16 +82,18 @@ fn run_command(cli: Cli) -> ExitCode {
         eprintln!("oci-coresched-hook: warning: {msg}");
     }
     crate::timing::mark("logging");
-    if let (Some(e), false) = (
-        &config_error,
-        matches!(
-            cli.command,
-            Command::Hook { .. } | Command::Explain { .. } | Command::Completions { .. } | Command::Man { .. }
-        ),
-    ) {
-        print_error(&anyhow::anyhow!("{e}"));
-        return ExitCode::from(EXIT_USAGE);
-    }
+    let config_error = match config_error {
+        Some(e)
+            if !matches!(
+                cli.command,
+                Command::Hook { .. } | Command::Explain { .. } | Command::Completions { .. } | Command::Man { .. }
+            ) =>
+        {
+            print_error(&e.into());
+            return ExitCode::from(EXIT_USAGE);
+        }
+        other => other,
+    };
     match &cli.command {
         Command::Completions { shell } => {
             crate::docs::completions(*shell, &mut std::io::stdout().lock());

@@ -13,11 +13,12 @@ pub enum CgroupError {
     #[error("failed to set cpu.idle: {0} does not exist (it needs cgroup v2 and Linux 5.15 or later)")]
     NoIdleFile(PathBuf),
     /// The write failed.
-    #[error("failed to write {path}: {source}")]
+    #[error("failed to write {path}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The cause.
+        #[source]
         source: std::io::Error,
     },
 }

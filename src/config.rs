@@ -16,11 +16,12 @@ pub const DEFAULT_CONFIG: &str = "/etc/oci-coresched-hook/config.toml";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file exists but could not be read (or an explicitly named file is missing).
-    #[error("failed to read config file {path}: {source}")]
+    #[error("failed to read config file {path}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The cause.
+        #[source]
         source: std::io::Error,
     },
     /// Bad TOML, unknown key, wrong type, bad value.

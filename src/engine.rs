@@ -18,22 +18,24 @@ const MAX_SOURCE_ATTEMPTS: usize = 4;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A prctl failed.
-    #[error("failed to {op}: {source}")]
+    #[error("failed to {op}")]
     Kernel {
         /// What was being done.
         op: String,
         /// The kernel's answer.
+        #[source]
         source: KernelError,
     },
     /// The cache failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// `/proc` could not be read.
-    #[error("failed to read /proc for pid {pid}: {source}")]
+    #[error("failed to read /proc for pid {pid}")]
     Proc {
         /// The pid.
         pid: Pid,
         /// The cause.
+        #[source]
         source: io::Error,
     },
     /// The container's init is gone (or is not the process the state named).

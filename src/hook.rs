@@ -59,11 +59,12 @@ pub enum HookError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The engine.
-    #[error("failed to apply core scheduling to container {id}: {source}")]
+    #[error("failed to apply core scheduling to container {id}")]
     Engine {
         /// Container id.
         id: String,
         /// The cause.
+        #[source]
         source: EngineError,
     },
     /// `cpu.idle`.

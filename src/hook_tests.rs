@@ -50,7 +50,8 @@ fn denied_target_is_a_kernel_failure_and_is_counted() {
     e.kernel.deny(4242);
     let err = e.run(CREATING, &Config::default()).unwrap_err();
     assert_eq!(err.reason(), "kernel");
-    assert!(err.to_string().contains("permission denied for process 4242"), "{err}");
+    let text = crate::error::Chain(&err).to_string();
+    assert!(text.contains("permission denied for process 4242"), "{text}");
     let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
     assert_eq!(store.failures().unwrap(), vec![("kernel".to_string(), 1)]);
     let g = store.groups().unwrap();

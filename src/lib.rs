@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod docs;
 pub mod engine;
+pub mod error;
 pub mod fault;
 pub mod hook;
 pub mod kernel;

@@ -17,11 +17,12 @@ pub const DEFAULT_STATE_DIR: &str = "/run/oci-coresched-hook";
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
     /// Could not create or inspect it.
-    #[error("failed to prepare state dir {path}: {source}")]
+    #[error("failed to prepare state dir {path}")]
     Io {
         /// The path.
         path: PathBuf,
         /// The cause.
+        #[source]
         source: std::io::Error,
     },
     /// It exists but is unsafe or unusable.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::error::Chain;
 use crate::kernel::{Cookie, Pid};
 
 /// Marks the file as ours (`PRAGMA application_id`, "OCSH").
@@ -64,28 +65,50 @@ CREATE TABLE failures (
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// SQLite failed.
-    #[error("failed to use the cache {path}: {source}")]
+    #[error("failed to use the cache {path}")]
     Sqlite {
         /// The database file.
         path: PathBuf,
         /// The cause.
-        source: rusqlite::Error,
+        #[source]
+        source: SqliteError,
     },
     /// Moving a bad database aside failed.
-    #[error("failed to move the unusable cache {path} aside: {source}")]
+    #[error("failed to move the unusable cache {path} aside")]
     Quarantine {
         /// The database file.
         path: PathBuf,
         /// The cause.
+        #[source]
         source: std::io::Error,
     },
+}
+
+/// A SQLite error as the cause of a [`StoreError`]: rusqlite's message, which already says
+/// everything, without rusqlite's own `source()`, which would say it again ("unable to open
+/// database file: /x" then "Error code 14: unable to open database file").
+#[derive(Debug)]
+pub struct SqliteError(pub rusqlite::Error);
+
+impl std::fmt::Display for SqliteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SqliteError {}
+
+impl From<rusqlite::Error> for SqliteError {
+    fn from(e: rusqlite::Error) -> Self {
+        SqliteError(e)
+    }
 }
 
 impl StoreError {
     /// True when the database file itself is damaged (so moving it aside and retrying helps).
     pub fn is_corruption(&self) -> bool {
         match self {
-            StoreError::Sqlite { source, .. } => is_corrupt(source),
+            StoreError::Sqlite { source, .. } => is_corrupt(&source.0),
             StoreError::Quarantine { .. } => false,
         }
     }
@@ -206,11 +229,11 @@ impl Store {
                 match s.migrate(from) {
                     Ok(()) => Ok(s),
                     // Another opener holds the file: a real error, not a reason to move it aside.
-                    Err(StoreError::Sqlite { source, .. }) if is_busy(&source) => {
+                    Err(StoreError::Sqlite { source, .. }) if is_busy(&source.0) => {
                         Err(StoreError::Sqlite { path: path.to_path_buf(), source })
                     }
                     Err(e) => {
-                        log::warn!("failed to upgrade the cache {} from schema v{from}: {e}", path.display());
+                        log::warn!("failed to upgrade the cache {} from schema v{from}: {}", path.display(), Chain(&e));
                         drop(s);
                         Self::quarantine(path, &format!("unmigratable-v{from}"))
                     }
@@ -221,7 +244,7 @@ impl Store {
                 Self::quarantine(path, &why)
             }
             Err(e) if is_corrupt(&e) => Self::quarantine(path, "corrupt"),
-            Err(source) => Err(StoreError::Sqlite { path: path.to_path_buf(), source }),
+            Err(source) => Err(StoreError::Sqlite { path: path.to_path_buf(), source: source.into() }),
         }
     }
 
@@ -282,11 +305,12 @@ impl Store {
             path.display(),
             aside.display()
         );
-        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
+        let conn = Connection::open(path)
+            .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source: source.into() })?;
         let mut s = Self { conn, path: path.to_path_buf(), quarantined: Some(aside) };
         s.conn
             .execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;")
-            .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source })?;
+            .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source: source.into() })?;
         s.create_schema()?;
         Ok(s)
     }
@@ -323,7 +347,7 @@ impl Store {
     }
 
     fn err(&self, source: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite { path: self.path.clone(), source }
+        StoreError::Sqlite { path: self.path.clone(), source: source.into() }
     }
 
     /// The database file.

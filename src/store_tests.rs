@@ -363,7 +363,8 @@ fn a_second_connection_waits_for_the_first_to_close() {
     let s1 = Store::open(&path).unwrap();
     populate(&s1);
     let err = Store::open(&path).and_then(|s2| s2.all_members().map(|_| ())).unwrap_err();
-    assert!(err.to_string().contains("locked"), "want a busy/locked error, got: {err}");
+    let text = crate::error::Chain(&err).to_string();
+    assert!(text.contains("locked"), "want a busy/locked error, got: {text}");
     assert!(!dir.path().join("cache.db-shm").exists(), "exclusive mode keeps the WAL index in memory");
     assert_healthy(&s1);
     drop(s1);
@@ -813,14 +814,14 @@ fn corruption_errors_are_recognised() {
     std::fs::write(&path, garbage(4096)).unwrap();
     let c = rusqlite::Connection::open(&path).unwrap();
     let e = c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).unwrap_err();
-    let err = StoreError::Sqlite { path: path.clone(), source: e };
+    let err = StoreError::Sqlite { path: path.clone(), source: e.into() };
     assert!(err.is_corruption(), "{err}");
     assert!(err.to_string().contains("x.db"));
     let q = StoreError::Quarantine { path, source: std::io::Error::other("x") };
     assert!(!q.is_corruption());
     let busy = StoreError::Sqlite {
         path: "y".into(),
-        source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None),
+        source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None).into(),
     };
     assert!(!busy.is_corruption());
 }

@@ -20,6 +20,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::engine::{Adopted, Engine, EngineError};
+use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
 use crate::procfs::{self, ProcFs, TaskId};
 use crate::store::{Member, Store};
@@ -309,7 +310,7 @@ pub fn reconcile<K: CoreSched>(
                             r.fixed.push(fixed(task, *old));
                         }
                         Adopted::Exited => r.exited.push(task.pid),
-                        Adopted::Failed(e) => r.errors.push(e.to_string()),
+                        Adopted::Failed(e) => r.errors.push(Chain(&e).to_string()),
                     }
                 }
             }
@@ -317,7 +318,7 @@ pub fn reconcile<K: CoreSched>(
             Err(EngineError::Kernel { op, source }) if source.is_unsupported() => {
                 return Err(EngineError::Kernel { op, source });
             }
-            Err(e) => r.errors.push(e.to_string()),
+            Err(e) => r.errors.push(Chain(&e).to_string()),
         }
     }
     Ok(ReconcileReport { dry_run, members: reports })
