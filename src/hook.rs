@@ -300,8 +300,9 @@ fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &C
         Err(e) => {
             store.rollback();
             log::warn!(
-                "the cache was unusable and was moved to {aside}; failed to reload it from running containers: {e} \
-                 (run `oci-coresched-hook rebuild`)"
+                "the cache was unusable and was moved to {aside}; failed to reload it from running containers: {} \
+                 (run `oci-coresched-hook rebuild`)",
+                crate::error::Chain(&e)
             );
         }
     }
