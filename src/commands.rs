@@ -65,12 +65,9 @@ fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> any
 /// `gc`.
 pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
     let proc = ProcFs::default();
-    if !StateDir::has_cache(state_dir) {
-        print_out(if as_json {
-            "{\"removed\":[],\"groups_dropped\":[],\"unreadable\":[]}\n"
-        } else {
-            "nothing to remove\n"
-        });
+    if !StateDir::has_cache(state_dir)? {
+        let empty = ops::gc::GcReport::default();
+        print_out(&if as_json { json(&empty)? } else { empty.render() });
         return Ok(());
     }
     let report = write_txn(state_dir, config, |store| Ok(ops::gc::gc(store, &proc)?))?;
@@ -115,12 +112,12 @@ pub fn reconcile(
 fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
     let proc = ProcFs::default();
     let kernel = kernel::system();
-    if !StateDir::has_cache(state_dir) {
-        print_out(if as_json {
-            "{\"dry_run\":false,\"members\":[]}\n"
+    if !StateDir::has_cache(state_dir)? {
+        if as_json {
+            print_out(&json(&ops::reconcile::ReconcileReport { dry_run, members: Vec::new() })?);
         } else {
-            "reconcile: no cache yet, nothing to do\n"
-        });
+            print_out("reconcile: no cache yet, nothing to do\n");
+        }
         return Ok(());
     }
     let cgroup_root = Path::new(crate::app::CGROUP_ROOT);

@@ -59,13 +59,28 @@ impl StateDir {
     /// Creates the directory (0700) if missing and checks that it is safe to use.
     pub fn open(path: &Path) -> Result<Self, DirError> {
         let io = |source| DirError::Io { path: path.to_path_buf(), source };
-        let unsafe_ = |problem: String| DirError::Unsafe { path: path.to_path_buf(), problem };
         match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io(e)),
         }
         let meta = std::fs::symlink_metadata(path).map_err(io)?;
+        Self::check(path, &meta)
+    }
+
+    /// Checks an existing state directory as [`StateDir::open`] does, without creating anything
+    /// (for read-only commands): `None` when nothing exists at `path` yet, an error when what is
+    /// there is not a safe directory (a regular file, a symlink, another owner, open modes).
+    pub fn existing(path: &Path) -> Result<Option<Self>, DirError> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => Self::check(path, &meta).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(DirError::Io { path: path.to_path_buf(), source }),
+        }
+    }
+
+    fn check(path: &Path, meta: &std::fs::Metadata) -> Result<Self, DirError> {
+        let unsafe_ = |problem: String| DirError::Unsafe { path: path.to_path_buf(), problem };
         if !meta.is_dir() {
             return Err(unsafe_("not a directory".into()));
         }
@@ -91,10 +106,11 @@ impl StateDir {
         self.path.join(DB_FILE)
     }
 
-    /// Whether `dir` already holds a cache (checked without creating or vetting the directory,
-    /// for read-only commands that must not create one).
-    pub fn has_cache(dir: &Path) -> bool {
-        dir.join(DB_FILE).exists()
+    /// Whether `dir` already holds a cache, for read-only commands that must not create one:
+    /// `false` when the directory does not exist yet; an error when it is unusable (see
+    /// [`StateDir::existing`]).
+    pub fn has_cache(dir: &Path) -> Result<bool, DirError> {
+        Ok(Self::existing(dir)?.is_some_and(|d| d.db_path().exists()))
     }
 
     /// The lock file.

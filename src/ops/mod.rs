@@ -13,12 +13,12 @@ use crate::statedir::{LockGuard, StateDir};
 use crate::store::{Store, StoreError};
 
 /// Opens the cache under the lock for reading, without creating anything: `None` when there is
-/// no state dir or no database yet.
+/// no state dir or no database yet; an error when the state dir is unusable.
 pub fn open_existing(state_dir: &Path, timeout: std::time::Duration) -> anyhow::Result<Option<(LockGuard, Store)>> {
-    if !StateDir::has_cache(state_dir) {
+    let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
+    if !dir.db_path().exists() {
         return Ok(None);
     }
-    let dir = StateDir::open(state_dir)?;
     let lock = dir.lock(timeout)?;
     let store = Store::open(&dir.db_path()).map_err(|e: StoreError| anyhow::anyhow!(e))?;
     Ok(Some((lock, store)))
