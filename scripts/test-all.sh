@@ -12,7 +12,9 @@ cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 log() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages the host tiers need (the VM tier installs its own through tests/vm/vm.sh deps).
-APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish)
+# prometheus brings promtool: the metrics unit test runs `promtool check metrics` (and fails
+# under CI without it). Installed without recommends, the service does not run here.
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

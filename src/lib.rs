@@ -24,3 +24,8 @@ pub mod timing;
 
 #[cfg(test)]
 mod scenarios;
+
+/// The test suite's one skip helper (`tests/common/skip.rs`), for the unit tests.
+#[cfg(test)]
+#[path = "../tests/common/skip.rs"]
+mod test_skip;

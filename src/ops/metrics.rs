@@ -279,10 +279,10 @@ print(json.dumps(out))
             .map(|s| s.success())
             .unwrap_or(false);
         if !have {
-            if std::env::var_os("CI").is_some() {
-                panic!("python3 with prometheus_client is required in CI: pip install prometheus-client");
-            }
-            println!("SKIPPED Prometheus parser check: pip install prometheus-client");
+            crate::test_skip::skip(
+                "metrics: the Prometheus parser check",
+                "python3 with prometheus_client not installed (pip install prometheus-client)",
+            );
             return None;
         }
         let mut child = std::process::Command::new("python3")
@@ -313,10 +313,14 @@ print(json.dumps(out))
             .spawn()
         {
             Ok(c) => c,
-            Err(_) => {
-                println!("SKIPPED promtool check: apt-get install prometheus");
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::test_skip::skip(
+                    "metrics: promtool check metrics",
+                    "promtool not installed (apt-get install prometheus)",
+                );
                 return None;
             }
+            Err(e) => panic!("failed to run promtool: {e}"),
         };
         child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
@@ -433,6 +437,41 @@ print(json.dumps(out))
         assert_eq!(sample_value(members, &[("core_sched_group", "tenant-a/web")]), 2.0);
         assert_eq!(sample_value(members, &[("core_sched_group", "tenant-a/pod:sb\"1")]), 1.0);
         assert_eq!(sample_value(members, &[("core_sched_group", "tenant-b/gone")]), 0.0);
+    }
+
+    /// Runs `render_is_valid_exposition_and_reports_live_members` alone in a child test process
+    /// whose `PATH` has neither `promtool` nor `python3`, with or without `CI`.
+    fn run_exposition_test_without_checkers(ci: bool) -> (bool, String) {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "ops::metrics::tests::render_is_valid_exposition_and_reports_live_members"])
+            .args(["--test-threads", "1"])
+            .env("PATH", "/nonexistent-och-test-path")
+            .env_remove("CI")
+            .stdin(std::process::Stdio::null());
+        if ci {
+            cmd.env("CI", "true");
+        }
+        let out = cmd.output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    }
+
+    /// The checks by promtool and prometheus_client never vanish silently: without the tool the
+    /// test says SKIPPED on stderr (visible even when the test passes, without --nocapture), and
+    /// under CI it fails instead.
+    #[test]
+    fn missing_exposition_checkers_are_visible_skips_and_fail_under_ci() {
+        let (ok, text) = run_exposition_test_without_checkers(false);
+        assert!(ok, "without CI, a missing checker is a skip, not a failure:\n{text}");
+        let err_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("SKIPPED ")).collect();
+        assert!(err_lines.iter().any(|l| l.contains("promtool")), "no visible SKIPPED line for promtool:\n{text}");
+        assert!(
+            err_lines.iter().any(|l| l.contains("prometheus_client")),
+            "no visible SKIPPED line for prometheus_client:\n{text}"
+        );
+        let (ok, text) = run_exposition_test_without_checkers(true);
+        assert!(!ok, "with CI set, a missing promtool must fail the test:\n{text}");
+        assert!(text.contains("promtool") && text.contains("CI is set"), "{text}");
     }
 
     #[test]
