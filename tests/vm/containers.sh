@@ -62,7 +62,7 @@ c = json.load(open(path))
 c["root"] = {"path": rootfs, "readonly": True}
 c["process"]["terminal"] = False
 # The first thing the container does: read its own cookie (pid 1 in its pid namespace).
-c["process"]["args"] = ["/bin/sh", "-c", "/och --log-level off inspect 1 --json > /tmp/self.json; exec sleep 1000"]
+c["process"]["args"] = ["/bin/sh", "-c", "/och --log-level off inspect 1 --json > /tmp/self.json; exec sleep 86400"]
 c["mounts"] += [
     {"destination": "/tmp", "type": "bind", "source": f"{out}/{cid}", "options": ["rbind", "rw"]},
     {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
