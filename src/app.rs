@@ -27,6 +27,17 @@ pub const EXIT_USAGE: u8 = 2;
 /// The cgroup mount.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
+/// The cgroup mount the commands use: [`CGROUP_ROOT`], or with feature `fake-kernel` the
+/// directory `OCH_FAKE_CGROUP_ROOT` names (tests over the fake kernel never write the host's
+/// cgroups); a release build has no such code path.
+pub fn cgroup_root() -> PathBuf {
+    #[cfg(feature = "fake-kernel")]
+    if let Some(dir) = std::env::var_os("OCH_FAKE_CGROUP_ROOT") {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from(CGROUP_ROOT)
+}
+
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
     // Runtimes discard stderr; keep a copy in syslog / the log file.
@@ -174,13 +185,19 @@ fn run_hook(
         log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
     }
     let proc = ProcFs::default();
-    let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: Path::new(CGROUP_ROOT) };
+    let cgroup_root = cgroup_root();
+    let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: &cgroup_root };
     let result = hook::run(&decision, config, &paths, &kernel::system());
     crate::timing::mark("cache close + unlock");
     match result {
         Ok(done) => {
             report(&decision, &done);
-            ExitCode::from(EXIT_OK)
+            match done {
+                Done::EnsuredThenFailed { outcome, error } => {
+                    failed_after_ensure(config, manual, &decision, &outcome, error)
+                }
+                _ => ExitCode::from(EXIT_OK),
+            }
         }
         Err(e) if manual => {
             // A manual run has no container to protect: show the failure, whatever fail_closed says.
@@ -196,7 +213,7 @@ fn report(d: &crate::policy::Decision, done: &Done) {
     let group = d.group.as_deref().unwrap_or("-");
     match done {
         Done::Skipped => log::debug!("container {id}: skipped: {}", d.reason),
-        Done::Ensured(o) => {
+        Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. } => {
             let via = match &o.via {
                 crate::engine::Via::Created => "created".into(),
                 crate::engine::Via::Shared(from) => format!("shared from {from}"),
@@ -225,6 +242,28 @@ fn report(d: &crate::policy::Decision, done: &Done) {
             None => log::debug!("container {id} stopped: it was not in the cache"),
         },
     }
+}
+
+/// A step after the cookie was set and recorded failed (`cpu.idle`): the container is protected,
+/// so failing open says what it keeps. Fail closed (or a manual run) → exit 1.
+fn failed_after_ensure(
+    config: &Config,
+    manual: bool,
+    d: &crate::policy::Decision,
+    outcome: &crate::engine::EnsureOutcome,
+    error: hook::HookError,
+) -> ExitCode {
+    let err = anyhow::Error::new(error).context(format!("container {}", d.container_id));
+    if manual || config.fail_closed {
+        print_error(&err);
+        return ExitCode::from(EXIT_FAILED);
+    }
+    log::warn!(
+        "{err:#} (failing open: it keeps cookie {} of group {}, without cpu.idle; set fail_closed = true to refuse it)",
+        CookieHex(outcome.cookie),
+        d.group.as_deref().unwrap_or("-")
+    );
+    ExitCode::from(EXIT_OK)
 }
 
 /// Applies the failure policy: fail closed → exit 1; fail open → log and exit 0.

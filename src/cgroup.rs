@@ -3,14 +3,22 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::kernel::Pid;
+
 /// Problems writing a cgroup file.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     /// The cgroup path from `/proc` is not a plain absolute path.
     #[error("failed to use cgroup path {0:?}: not a plain path below the cgroup mount")]
     BadPath(String),
-    /// The file does not exist there (cgroup v1, or a kernel before 5.15).
-    #[error("failed to set cpu.idle: {0} does not exist (it needs cgroup v2 and Linux 5.15 or later)")]
+    /// The init's cgroup is unknown (`/proc/PID/cgroup` unreadable or naming no usable hierarchy).
+    #[error("failed to set cpu.idle: the cgroup of pid {0} could not be read from /proc")]
+    NoCgroup(Pid),
+    /// The file does not exist there (cgroup v1, a cgroup without the cpu controller, or a kernel
+    /// before 5.15).
+    #[error(
+        "failed to set cpu.idle: {0} does not exist (it needs cgroup v2, the cpu controller enabled for the cgroup, and Linux 5.15 or later)"
+    )]
     NoIdleFile(PathBuf),
     /// The write failed.
     #[error("failed to write {path}")]

@@ -120,9 +120,9 @@ fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: boo
         }
         return Ok(());
     }
-    let cgroup_root = Path::new(crate::app::CGROUP_ROOT);
+    let cgroup_root = crate::app::cgroup_root();
     let report = write_txn(state_dir, config, |store| {
-        Ok(ops::reconcile::reconcile(store, &kernel, &proc, cgroup_root, dry_run)?)
+        Ok(ops::reconcile::reconcile(store, &kernel, &proc, &cgroup_root, dry_run)?)
     })?;
     if report.fixed() > 0 && !dry_run {
         log::info!("reconcile gave {} processes their group's cookie", report.fixed());

@@ -277,10 +277,17 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 ..Member::new(&req.container_id, &req.group, req.pid, target.start_time)
             })?;
             crate::fault::point("mid_write");
-            if let Some(old) = &left {
-                self.store.drop_group_if_empty(old)?;
+            // The cookie is set and recorded: what is left is housekeeping, and its failure must
+            // not make the caller roll the record back (the next member would create a second
+            // cookie). `gc` drops an empty group row left behind.
+            if let Some(old) = &left
+                && let Err(e) = self.store.drop_group_if_empty(old)
+            {
+                log::warn!("failed to drop group {old} after container {} left it: {e}", req.container_id);
             }
-            self.store.count(&req.group, true)?;
+            if let Err(e) = self.store.count(&req.group, true) {
+                log::warn!("failed to count the ensure of container {} in group {}: {e}", req.container_id, req.group);
+            }
             return Ok(EnsureOutcome { cookie, via, converged, dropped, left });
         }
         Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })

@@ -184,6 +184,15 @@ pub enum Done {
     Skipped,
     /// The init has its group's cookie.
     Ensured(EnsureOutcome),
+    /// The init has its group's cookie and is recorded as a member, but a step after that failed
+    /// (`cpu.idle`). The record stays (the next member shares the cookie); the failure is counted
+    /// under its own reason, and fails the hook only with `fail_closed`.
+    EnsuredThenFailed {
+        /// What the ensure did.
+        outcome: EnsureOutcome,
+        /// What failed after it.
+        error: HookError,
+    },
     /// The init has cookie 0; the removed cache row, if it had one.
     Cleared(Option<Member>),
     /// Removed from the cache (the row, if it had one).
@@ -213,7 +222,7 @@ pub fn run<K: CoreSched>(
                 return Ok(Done::Forgot(None));
             }
             let id = decision.container_id.as_str();
-            with_store(&dir, config, None, |e| e.forget(id).map_err(|source| engine_err(id, source)), paths, kernel)
+            with_store(&dir, config, None, |e, _| e.forget(id).map_err(|source| engine_err(id, source)), paths, kernel)
                 .map(Done::Forgot)
         }
         Action::Clear | Action::Ensure => {
@@ -235,7 +244,7 @@ pub fn run<K: CoreSched>(
                     &dir,
                     config,
                     None,
-                    |e| e.clear(id, pid).map_err(|s| engine_err(id, s)),
+                    |e, _| e.clear(id, pid).map_err(|s| engine_err(id, s)),
                     paths,
                     kernel,
                 )
@@ -255,25 +264,39 @@ pub fn run<K: CoreSched>(
             };
             let sched_idle = decision.sched_idle;
             crate::timing::mark("state dir + /proc cgroup");
-            let out = with_store(
+            with_store(
                 &dir,
                 config,
                 Some(&group),
-                |e| {
+                |e, store| {
                     let out = e.ensure(&req).map_err(|s| engine_err(id, s))?;
-                    if sched_idle {
-                        let cg = cgroup
-                            .as_deref()
-                            .ok_or(HookError::Engine { id: id.to_string(), source: EngineError::TargetGone(pid) })?;
-                        let file = cgroup::set_idle(paths.cgroup_root, cg)?;
-                        log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
+                    if !sched_idle {
+                        return Ok(Done::Ensured(out));
                     }
-                    Ok(out)
+                    // The cookie is set and its record written: from here on nothing may undo the
+                    // record (the transaction commits), or the next member would find no one and
+                    // create a second cookie. A failure is counted and reported on its own.
+                    let idle = cgroup
+                        .as_deref()
+                        .ok_or(CgroupError::NoCgroup(pid))
+                        .and_then(|cg| cgroup::set_idle(paths.cgroup_root, cg));
+                    match idle {
+                        Ok(file) => {
+                            log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
+                            Ok(Done::Ensured(out))
+                        }
+                        Err(e) => {
+                            let error = HookError::Cgroup(e);
+                            if let Err(e) = store.count_failure(error.reason()) {
+                                log::warn!("failed to count the cpu.idle failure of container {id}: {e}");
+                            }
+                            Ok(Done::EnsuredThenFailed { outcome: out, error })
+                        }
+                    }
                 },
                 paths,
                 kernel,
-            )?;
-            Ok(Done::Ensured(out))
+            )
         }
     }
 }
@@ -308,13 +331,14 @@ fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &C
     }
 }
 
-/// Locks the state dir, opens the cache and runs `f` in one transaction. A damaged database is
-/// moved aside and `f` runs once more on a fresh one. Failures are counted (best effort).
+/// Locks the state dir, opens the cache and runs `f` (over an engine and the cache itself) in one
+/// transaction, committed when `f` returns `Ok`. A damaged database is moved aside and `f` runs
+/// once more on a fresh one. Failures `f` returns are counted (best effort).
 fn with_store<K: CoreSched, T>(
     dir: &StateDir,
     config: &Config,
     group: Option<&str>,
-    f: impl Fn(&Engine<'_, K>) -> Result<T, HookError>,
+    f: impl Fn(&Engine<'_, K>, &Store) -> Result<T, HookError>,
     paths: &Paths<'_>,
     kernel: &K,
 ) -> Result<T, HookError> {
@@ -329,7 +353,7 @@ fn with_store<K: CoreSched, T>(
     }
     for attempt in 0..2 {
         store.begin()?;
-        let result = f(&Engine::new(kernel, paths.proc, &store));
+        let result = f(&Engine::new(kernel, paths.proc, &store), &store);
         match result {
             Ok(v) => {
                 crate::fault::point("before_commit");

@@ -23,6 +23,13 @@ fn ensured(done: Result<Done, HookError>) -> crate::engine::EnsureOutcome {
     }
 }
 
+fn ensured_then_failed(done: Result<Done, HookError>) -> (crate::engine::EnsureOutcome, HookError) {
+    match done {
+        Ok(Done::EnsuredThenFailed { outcome, error }) => (outcome, error),
+        other => panic!("expected an ensure whose next step failed, got {other:?}"),
+    }
+}
+
 fn first_member_creates(w: &mut World) {
     let pid = w.spawn("c1");
     let out = ensured(w.create_runtime("c1", pid, &[(GROUP, "web")]));
@@ -224,6 +231,45 @@ fn sched_idle_is_written_for_its_class(w: &mut World) {
     assert_eq!(w.member("c1").unwrap().cgroup.as_deref(), Some(cg.as_str()));
 }
 
+/// `cpu.idle` cannot be written (cgroup v1, a cgroup without the cpu controller, Linux before
+/// 5.15: here a cgroup dir without the file) after the cookie was set: the record of the cookie
+/// stays, so the next member of the group shares it and `list` shows both.
+fn sched_idle_failure_keeps_the_membership(w: &mut World) {
+    let mut cfg = w.config.clone();
+    cfg.qos.insert("BE".into(), crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true });
+    w.config = cfg;
+    let be = [(GROUP, "batch"), ("koordinator.sh/qosClass", "BE")];
+    let p1 = w.spawn("c1");
+    let cg = w.proc.cgroup(p1).unwrap().expect("cgroup of child");
+    std::fs::create_dir_all(w.cgroup_root().join(cg.trim_start_matches('/'))).unwrap();
+    let (out, error) = ensured_then_failed(w.create_runtime("c1", p1, &be));
+    assert_eq!(out.via, Via::Created);
+    assert_eq!(error.reason(), "cgroup");
+    assert!(error.to_string().starts_with("failed to set cpu.idle: "), "{error}");
+    let c1 = w.cookie(p1);
+    assert_ne!(c1, 0, "the cookie is set before cpu.idle is written");
+    assert_eq!(out.cookie, c1);
+    let m = w.member("c1").expect("c1 must stay cached after the cpu.idle failure");
+    assert_eq!((m.group.as_str(), m.cookie), ("batch", c1));
+
+    let p2 = w.spawn("c2");
+    let (out, _) = ensured_then_failed(w.create_runtime("c2", p2, &be));
+    assert_eq!(out.via, Via::Shared("c1".into()));
+    assert_eq!(w.cookie(p2), c1, "the next member must share c1's cookie, not create a second one");
+    let ids: Vec<String> = w.members("batch").into_iter().map(|m| m.container_id).collect();
+    assert_eq!(ids, ["c1", "c2"]);
+
+    let store = w.store();
+    let listed = crate::ops::list::list(&store, &w.k(), &w.proc).unwrap();
+    let g = listed.iter().find(|g| g.group == "batch").expect("list shows group batch");
+    let want = crate::kernel::CookieHex(c1).to_string();
+    let rows: Vec<(&str, bool, Option<&str>)> =
+        g.members.iter().map(|m| (m.id.as_str(), m.live, m.cookie_now.as_deref())).collect();
+    assert_eq!(rows, [("c1", true, Some(want.as_str())), ("c2", true, Some(want.as_str()))]);
+    assert_eq!((g.ok, g.failed, g.live_cookies), (2, 0, 1), "both cookies were set: two ensures that succeeded");
+    assert_eq!(store.failures().unwrap(), vec![("cgroup".to_string(), 2)], "each cpu.idle failure is counted");
+}
+
 macro_rules! suite {
     ($($name:ident),* $(,)?) => {
         mod fake {
@@ -258,4 +304,5 @@ suite!(
     poststart_after_create_runtime_is_idempotent,
     invalid_group_gets_own_cookie,
     sched_idle_is_written_for_its_class,
+    sched_idle_failure_keeps_the_membership,
 );

@@ -1,8 +1,8 @@
 //! A world for binary-level tests of the cookie path on a host without `CONFIG_SCHED_CORE`: the
 //! real hook binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real
 //! `sleep` processes as container inits, and a private temp dir holding the config, the state
-//! dir and the fake kernel's state. Used by `tests/bad_input.rs`, `tests/faults.rs` and
-//! `tests/stress.rs`.
+//! dir, the fake kernel's state and the cgroup mount the hook sees (`OCH_FAKE_CGROUP_ROOT`). Used
+//! by `tests/bad_input.rs`, `tests/faults.rs`, `tests/sched_idle.rs` and `tests/stress.rs`.
 //!
 //! Without the feature those tests still exist: [`needs_feature`] fails them under `CI` and
 //! prints `SKIPPED <name>: needs --features <feature>` otherwise.
@@ -159,6 +159,12 @@ impl World {
         self.state_dir().join("cache.db")
     }
 
+    /// The cgroup mount the hook sees (`OCH_FAKE_CGROUP_ROOT`): an empty dir unless a test fills
+    /// it, so no test ever writes the host's cgroups.
+    pub fn cgroup_root(&self) -> PathBuf {
+        self.path("cgroup")
+    }
+
     /// The config file.
     pub fn config_path(&self) -> PathBuf {
         self.path("config.toml")
@@ -206,6 +212,7 @@ impl World {
     pub fn cmd_in(&self, state_dir: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(HOOK);
         cmd.env("OCH_FAKE_KERNEL", self.kernel_file())
+            .env("OCH_FAKE_CGROUP_ROOT", self.cgroup_root())
             .env_remove("RUST_LOG")
             .arg("--config")
             .arg(self.config_path())
