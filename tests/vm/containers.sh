@@ -50,14 +50,15 @@ write_config() { # write_config FILE [EXTRA_TOML]
 }
 write_config "$WORK/config.toml"
 
-# bundle ID RUNTIME CONFIG STATEDIR ANNOTATIONS_JSON: a bundle whose init first reads its own cookie.
+# bundle ID RUNTIME CONFIG STATEDIR ANNOTATIONS_JSON [CGROUPS_PATH]: a bundle whose init first
+# reads its own cookie; without CGROUPS_PATH the runtime picks the container's cgroup.
 bundle() {
-    local id=$1 cfg=$3 state=$4 ann=$5 dir=$WORK/bundles/$1
+    local id=$1 cfg=$3 state=$4 ann=$5 cgpath=${6:-} dir=$WORK/bundles/$1
     mkdir -p "$dir"
     (cd "$dir" && runc spec)
-    python3 - "$dir/config.json" "$id" "$BIN" "$cfg" "$state" "$ann" "$OUT" "$ROOTFS" <<'PY'
+    python3 - "$dir/config.json" "$id" "$BIN" "$cfg" "$state" "$ann" "$OUT" "$ROOTFS" "$cgpath" <<'PY'
 import json, sys
-path, cid, binary, cfg, state, ann, out, rootfs = sys.argv[1:]
+path, cid, binary, cfg, state, ann, out, rootfs, cgpath = sys.argv[1:]
 c = json.load(open(path))
 c["root"] = {"path": rootfs, "readonly": True}
 c["process"]["terminal"] = False
@@ -72,16 +73,19 @@ c["annotations"] = json.loads(ann)
 hook = lambda stage: [{"path": binary, "args": ["oci-coresched-hook", "--config", cfg, "--state-dir", state, "hook", "--stage", stage], "timeout": 30}]
 c["hooks"] = {s: hook(s) for s in ("createRuntime", "poststart", "poststop")}
 c["linux"].pop("cgroupsPath", None)
+if cgpath:
+    c["linux"]["cgroupsPath"] = cgpath
 json.dump(c, open(path, "w"), indent=1)
 PY
     mkdir -p "$OUT/$id"
 }
 
-# start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR]: run detached; 0 when it started.
+# start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR] [CGROUPS_PATH]: run detached; 0 when
+# it started.
 start() {
-    local id=$1 ann=$2 rt=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE}
+    local id=$1 ann=$2 rt=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE} cgpath=${6:-}
     ids+=("$id")
-    bundle "$id" "$rt" "$cfg" "$state" "$ann"
+    bundle "$id" "$rt" "$cfg" "$state" "$ann" "$cgpath"
     if [[ $rt == crun ]]; then
         "${CRUN[@]}" run -d --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
     else

@@ -81,6 +81,68 @@ fi
 check "f1's process never ran" test ! -e "$OUT/f1/self.json"
 check "runc's error names the state dir problem" grep -q "state dir" "$WORK/f1.out"
 
+# sched_idle where cpu.idle cannot be written, after the cookie was set: the container keeps its
+# cookie and its cache row, so the next member shares the cookie (issue 15). On cgroup v2 a cgroup
+# has cpu.idle only when its parent enables the cpu controller in cgroup.subtree_control. runc
+# enables every controller along the path it is given (and cpu, a threaded controller, even in a
+# parent that holds processes), so i1 and i2 run under crun with --cgroup-manager=disabled,
+# started from a shell moved into $nocpu/leaf, whose parent enables nothing: their inits live in
+# a cgroup without cpu.idle. i0 (runc, below the root) is the control: its cpu.idle is written.
+be_batch='{"oci-coresched-hook/group":"batch","io.kubernetes.pod.namespace":"tenant-a","koordinator.sh/qosClass":"BE"}'
+write_config "$WORK/idle.toml" $'[qos.BE]\nsched_idle = true'
+write_config "$WORK/idle-closed.toml" $'fail_closed = true\n[qos.BE]\nsched_idle = true'
+nocpu=/sys/fs/cgroup/och-e2e-nocpu
+mkdir -p "$nocpu/leaf"
+idle_cleanup() {
+    cleanup
+    rmdir "$nocpu/leaf" "$nocpu" /sys/fs/cgroup/och-e2e-i0 2>/dev/null || true
+}
+trap idle_cleanup EXIT
+# start_nocpu ID CONFIG: crun, no cgroup manager, run from $nocpu/leaf; 0 when it started.
+start_nocpu() {
+    ids+=("$1")
+    bundle "$1" crun "$2" "$STATE" "$be_batch"
+    (echo "$BASHPID" >"$nocpu/leaf/cgroup.procs" &&
+        exec "${CRUN[@]}" --cgroup-manager=disabled run -d --bundle "$WORK/bundles/$1" "$1") \
+        </dev/null >"$WORK/$1.out" 2>&1
+}
+idle_failures() {
+    "$BIN" --log-level off --state-dir "$STATE" metrics |
+        sed -n 's/^oci_coresched_hook_failures_total{reason="cgroup"} //p' | grep . || echo 0
+}
+started "runc starts i0 (BE, sched_idle) below the root" i0 "$be_batch" runc "$WORK/idle.toml" "$STATE" /och-e2e-i0
+check "i0's cpu.idle was written" test "$(cat /sys/fs/cgroup/och-e2e-i0/cpu.idle 2>&1)" = 1
+stop i0
+before=$(idle_failures)
+if start_nocpu i1 "$WORK/idle.toml"; then ok "crun starts i1 (BE, sched_idle) in a cgroup without cpu.idle"; else
+    bad "crun starts i1 (BE, sched_idle) in a cgroup without cpu.idle"; sed 's/^/#   /' "$WORK/i1.out"; fi
+check "i1's init is in $nocpu/leaf, which has no cpu.idle" bash -c \
+    "grep -qx '0::/och-e2e-nocpu/leaf' /proc/$(pid_of i1 crun)/cgroup && test ! -e $nocpu/leaf/cpu.idle"
+check "the hook logged i1's cpu.idle failure" \
+    grep -q "WARN oci-coresched-hook\[[0-9]*\]: container i1: failed to set cpu.idle" "$WORK/hook.log"
+i1=$(cookie i1 crun)
+check "i1 has a cookie ($i1)" test "$i1" != 0x0
+check "i1 stays in the cache after its cpu.idle failure" bash -c "grep -qw i1 <<<'$(cached_ids)'"
+if start_nocpu i2 "$WORK/idle.toml"; then ok "crun starts i2 (BE, sched_idle) in a cgroup without cpu.idle"; else
+    bad "crun starts i2 (BE, sched_idle) in a cgroup without cpu.idle"; sed 's/^/#   /' "$WORK/i2.out"; fi
+check "i2 shares i1's cookie instead of creating a second one" test "$(cookie i2 crun)" = "$i1"
+check "i2's first action saw i1's cookie" test "$(self_cookie i2)" = "$i1"
+check "list shows i1 and i2 live in tenant-a/batch" bash -c "'$BIN' --log-level off --state-dir '$STATE' list |
+    grep -E '^tenant-a/batch +(i1|i2) ' | grep -c ' yes ' | grep -qx 2"
+after=$(idle_failures)
+check "metrics counted 4 cpu.idle failures (createRuntime + poststart of i1, i2): $before -> $after" \
+    test "$((after - before))" = 4
+if start_nocpu i3 "$WORK/idle-closed.toml"; then
+    bad "crun refused i3 with fail_closed and no cpu.idle (it started)"
+else
+    ok "crun refused i3 with fail_closed and no cpu.idle"
+fi
+check "i3's process never ran" test ! -e "$OUT/i3/self.json"
+check "the hook logged i3's cpu.idle failure as an error" \
+    grep -q "ERROR oci-coresched-hook\[[0-9]*\]: container i3: failed to set cpu.idle" "$WORK/hook.log"
+stop i1 crun
+stop i2 crun
+
 echo "# hook log: $(grep -c decision "$WORK/hook.log") decisions, $(grep -ciE ' (warn|error) ' "$WORK/hook.log") warnings/errors"
 if ((fail)); then
     echo "# hook log tail:"; tail -n 30 "$WORK/hook.log" | sed 's/^/#   /'
