@@ -131,28 +131,17 @@ pub struct BundleInfo {
     pub cgroups_path: Option<String>,
 }
 
-/// Reads the bundle's `config.json` if there is one. A missing or unreadable config is logged
-/// and the state's annotations are used alone.
+/// Reads the bundle's `config.json` if there is one ([`crate::bundle`], the reader `rebuild`
+/// uses too). A missing or unusable config is logged and the state's annotations are used alone.
 pub fn bundle_info(state: &State) -> BundleInfo {
     let mut info = BundleInfo { annotations: state.annotations.clone(), cgroups_path: None };
     let Some(bundle) = &state.bundle else { return info };
-    let path = bundle.join("config.json");
-    let spec = std::fs::read(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).map_err(|e| e.to_string()));
-    match spec {
-        Ok(spec) => {
-            if let Some(ann) = spec.annotations() {
-                for (k, v) in ann {
-                    info.annotations.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
-            info.cgroups_path =
-                spec.linux().as_ref().and_then(|l| l.cgroups_path().as_ref()).map(|p| p.to_string_lossy().into_owned());
+    match crate::bundle::read(&bundle.join("config.json")) {
+        Ok(config) => {
+            config.complete(&mut info.annotations);
+            info.cgroups_path = config.cgroups_path;
         }
-        Err(e) => {
-            log::warn!("failed to read bundle config {}: {e}; using the state's annotations only", path.display())
-        }
+        Err(e) => log::warn!("{e}; using the state's annotations only"),
     }
     info
 }

@@ -3,6 +3,7 @@
 //! still can. ARCHITECTURE.md maps the modules and their rules.
 
 pub mod app;
+pub mod bundle;
 pub mod cgroup;
 pub mod cli;
 pub mod commands;

@@ -9,6 +9,9 @@
 //! - crun roots (`/run/crun`): `<root>/<id>/status` (`pid`, `process-start-time`, `bundle`) and
 //!   `<root>/<id>/config.json` (a copy of the bundle's config: annotations, `linux.cgroupsPath`).
 //!
+//! Every `config.json` (crun's copy, a bundle's) is read with the hook's own reader,
+//! [`crate::bundle`], so rebuild and the hook take the same annotations and cgroupsPath from it.
+//!
 //! For each container whose init is alive with the recorded start time, the decision is computed
 //! exactly as the hook would ([`policy::decide`], lifecycle ensure), the cookie on the init is read
 //! with a GET, and the container is recorded as a member of its group with the cookie as seen.
@@ -24,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::bundle::BundleConfig;
 use crate::config::Config;
 use crate::engine::EngineError;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
@@ -36,7 +40,8 @@ pub const DEFAULT_RUNC_ROOTS: [&str; 3] = ["/run/runc", "/run/containerd/runc/k8
 /// crun roots scanned by default.
 pub const DEFAULT_CRUN_ROOTS: [&str; 1] = ["/run/crun"];
 
-/// Largest state or config file read.
+/// Largest runtime state file read (runc's `state.json` holds the whole libcontainer config;
+/// a bundle's `config.json` is bounded by [`crate::bundle::MAX_CONFIG_BYTES`]).
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The layout of a runtime state directory.
@@ -229,31 +234,31 @@ fn number(v: Option<&Value>) -> Option<u64> {
     }
 }
 
-/// Annotations and cgroupsPath of an OCI config document, read loosely (only those two keys).
-fn config_parts(config: &Value) -> (BTreeMap<String, String>, Option<String>) {
-    let ann = config
-        .get("annotations")
-        .and_then(Value::as_object)
-        .map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default();
-    let cg = config.pointer("/linux/cgroupsPath").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-    (ann, cg)
+/// Reads a `config.json` with the hook's reader ([`crate::bundle`]), so both decide alike. A
+/// missing file is normal (a bundle already removed); an unusable one is worth a warning.
+fn read_config(id: &str, path: &Path, fallback: &str) -> Option<BundleConfig> {
+    match crate::bundle::read(path) {
+        Ok(c) => Some(c),
+        Err(e) if e.is_not_found() => {
+            log::debug!("rebuild: container {id}: {e}; {fallback}");
+            None
+        }
+        Err(e) => {
+            log::warn!("rebuild: container {id}: {e}; {fallback}");
+            None
+        }
+    }
 }
 
 /// Completes `c` from `<bundle>/config.json` when readable (annotations it lacks; cgroupsPath).
 fn add_bundle_config(c: &mut RuntimeContainer) {
     let Some(bundle) = &c.bundle else { return };
-    match read_json(&bundle.join("config.json")) {
-        Ok(config) => {
-            let (ann, cg) = config_parts(&config);
-            for (k, v) in ann {
-                c.annotations.entry(k).or_insert(v);
-            }
-            if cg.is_some() {
-                c.cgroups_path = cg;
-            }
+    let fallback = "using the runtime's copy of its annotations";
+    if let Some(config) = read_config(&c.id, &bundle.join("config.json"), fallback) {
+        config.complete(&mut c.annotations);
+        if config.cgroups_path.is_some() {
+            c.cgroups_path = config.cgroups_path;
         }
-        Err(e) => log::debug!("rebuild: container {}: {e}; using the runtime's copy of its annotations", c.id),
     }
 }
 
@@ -299,16 +304,12 @@ pub fn read_crun(dir: &Path, id: &str) -> Result<RuntimeContainer, String> {
         cgroups_path: None,
         bundle,
     };
-    match read_json(&dir.join("config.json")) {
-        Ok(config) => {
-            let (ann, cg) = config_parts(&config);
-            c.annotations = ann;
-            c.cgroups_path = cg;
+    match read_config(id, &dir.join("config.json"), "trying the bundle's config") {
+        Some(config) => {
+            c.annotations = config.annotations;
+            c.cgroups_path = config.cgroups_path;
         }
-        Err(e) => {
-            log::debug!("rebuild: container {id}: {e}; trying the bundle's config");
-            add_bundle_config(&mut c);
-        }
+        None => add_bundle_config(&mut c),
     }
     Ok(c)
 }
