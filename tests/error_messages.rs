@@ -13,6 +13,7 @@ mod fakeworld;
 
 use std::time::Duration;
 
+use oci_coresched_hook::bundle::BundleError;
 use oci_coresched_hook::cgroup::CgroupError;
 use oci_coresched_hook::config::{Config, ConfigError};
 use oci_coresched_hook::engine::EngineError;
@@ -104,12 +105,36 @@ fn dir_errors() -> Vec<DirError> {
 fn cgroup_errors() -> Vec<CgroupError> {
     let all = vec![
         CgroupError::BadPath("../x".into()),
+        CgroupError::NoCgroup(41),
         CgroupError::NoIdleFile("/sys/fs/cgroup/x/cpu.idle".into()),
         CgroupError::Write { path: "/sys/fs/cgroup/x/cpu.idle".into(), source: io_err() },
     ];
     for e in &all {
         match e {
-            CgroupError::BadPath(_) | CgroupError::NoIdleFile(_) | CgroupError::Write { .. } => {}
+            CgroupError::BadPath(_)
+            | CgroupError::NoCgroup(_)
+            | CgroupError::NoIdleFile(_)
+            | CgroupError::Write { .. } => {}
+        }
+    }
+    all
+}
+
+fn bundle_errors() -> Vec<BundleError> {
+    let path = std::path::PathBuf::from("/run/b/config.json");
+    let json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+    let all = vec![
+        BundleError::Read { path: path.clone(), cause: io_err() },
+        BundleError::TooLarge { path: path.clone() },
+        BundleError::Json { path: path.clone(), cause: json },
+        BundleError::Field { path, field: "linux.cgroupsPath", problem: "is not a string".into() },
+    ];
+    for e in &all {
+        match e {
+            BundleError::Read { .. }
+            | BundleError::TooLarge { .. }
+            | BundleError::Json { .. }
+            | BundleError::Field { .. } => {}
         }
     }
     all
@@ -217,6 +242,9 @@ fn every_error_variant_says_its_cause_once() {
         add(format!("{e:?}"), chain(e));
     }
     for e in cgroup_errors() {
+        add(format!("{e:?}"), chain(e));
+    }
+    for e in bundle_errors() {
         add(format!("{e:?}"), chain(e));
     }
     for e in engine_errors() {
