@@ -31,24 +31,6 @@ fn fixture(family: &str, stage: &str) -> PathBuf {
     fixtures_dir().join(format!("{family}-{stage}.json"))
 }
 
-/// The fixture's own JSON.
-fn read_state(env: &TestEnv, path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| env.fail(&format!("read {}: {e}", path.display())));
-    serde_json::from_str(&text).unwrap_or_else(|e| env.fail(&format!("{} is not JSON: {e}", path.display())))
-}
-
-/// `oci-coresched-hook --config CFG explain [--stage S] --state FILE`.
-fn explain(env: &TestEnv, state: &Path, stage: Option<&str>) -> Output {
-    let cfg = env.config_path().display().to_string();
-    let state = state.display().to_string();
-    let mut args = vec!["--config", cfg.as_str(), "explain"];
-    if let Some(s) = stage {
-        args.extend(["--stage", s]);
-    }
-    args.extend(["--state", state.as_str()]);
-    env.hook(&args)
-}
-
 /// The decision `explain` printed: exit 0 and exactly one JSON line on stdout.
 fn decision(env: &TestEnv, out: &Output, what: &str) -> Value {
     check!(env, out.success(), "{what}: explain failed");
@@ -116,9 +98,9 @@ fn infers_the_stage(test: &str, family: &str, namespaced: bool) {
     env.write_config("");
     for stage in STAGES {
         let path = fixture(family, stage);
-        let state = read_state(&env, &path);
+        let state = env.read_json(&path);
         let what = format!("{family}-{stage} (inferred from status {})", state["status"]);
-        let d = decision(&env, &explain(&env, &path, None), &what);
+        let d = decision(&env, &env.explain(&path, None), &what);
         expect(&env, &d, &state, stage, namespaced, &what);
         let ensure = matches!(stage, "prestart" | "createRuntime" | "poststart");
         check_eq!(env, d["action"] == "ensure", ensure, "{what}: ensure iff a host-pid stage");
@@ -131,10 +113,10 @@ fn stage_flag_overrides_the_status(test: &str, family: &str, namespaced: bool) {
     env.write_config("");
     for state_stage in STAGES {
         let path = fixture(family, state_stage);
-        let state = read_state(&env, &path);
+        let state = env.read_json(&path);
         for stage in STAGES {
             let what = format!("{family}-{state_stage} with --stage {stage}");
-            let d = decision(&env, &explain(&env, &path, Some(stage)), &what);
+            let d = decision(&env, &env.explain(&path, Some(stage)), &what);
             expect(&env, &d, &state, stage, namespaced, &what);
         }
     }
@@ -196,7 +178,7 @@ fn explain_reads_the_state_from_stdin() {
     env.write_config("");
     let path = fixture("crun", "poststart");
     let bytes = std::fs::read(&path).expect("read fixture");
-    let state = read_state(&env, &path);
+    let state = env.read_json(&path);
     let mut cmd = Command::new(HOOK);
     cmd.arg("--config").arg(env.config_path()).arg("explain");
     let out = env.run_input(cmd, Some(bytes), HOOK_TIMEOUT);
@@ -216,7 +198,7 @@ fn explain_follows_the_config() {
     for (config, action, group) in cases {
         env.write_config(config);
         let what = format!("runc-createRuntime with config {config:?}");
-        let d = decision(&env, &explain(&env, &runc, None), &what);
+        let d = decision(&env, &env.explain(&runc, None), &what);
         check_eq!(env, d["action"], json!(action), "{what}: action");
         check_eq!(env, d["group"], group, "{what}: group");
     }
@@ -238,7 +220,7 @@ fn explain_rejects_a_non_json_state() {
     env.write_config("");
     let bad = env.path("state.json");
     std::fs::write(&bad, "this is not { json").unwrap();
-    let out = explain(&env, &bad, None);
+    let out = env.explain(&bad, None);
     check_usage_error(&env, &out, &["not valid JSON", &bad.display().to_string()], "non-JSON state");
 }
 
@@ -247,7 +229,7 @@ fn explain_rejects_a_missing_state_file() {
     let env = TestEnv::new("explain_rejects_a_missing_state_file");
     env.write_config("");
     let missing = env.path("no-such-state.json");
-    let out = explain(&env, &missing, None);
+    let out = env.explain(&missing, None);
     check_usage_error(&env, &out, &["failed to open state file", &missing.display().to_string()], "missing state");
 }
 
@@ -268,7 +250,7 @@ fn explain_rejects_bad_states() {
     for (name, text, wants) in cases {
         let path = env.path(&format!("{}.json", name.replace(' ', "-")));
         std::fs::write(&path, text).unwrap();
-        let out = explain(&env, &path, None);
+        let out = env.explain(&path, None);
         check_usage_error(&env, &out, wants, name);
     }
 }

@@ -54,24 +54,6 @@ fn stages_of(family: &str) -> &'static [&'static str] {
     if family == BE { &STAGES[..2] } else { &STAGES }
 }
 
-/// A file's JSON.
-fn read_json(env: &TestEnv, path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| env.fail(&format!("read {}: {e}", path.display())));
-    serde_json::from_str(&text).unwrap_or_else(|e| env.fail(&format!("{} is not JSON: {e}", path.display())))
-}
-
-/// `oci-coresched-hook --config CFG explain [--stage S] --state FILE`.
-fn explain(env: &TestEnv, state: &Path, stage: Option<&str>) -> Output {
-    let cfg = env.config_path().display().to_string();
-    let state = state.display().to_string();
-    let mut args = vec!["--config", cfg.as_str(), "explain"];
-    if let Some(s) = stage {
-        args.extend(["--stage", s]);
-    }
-    args.extend(["--state", state.as_str()]);
-    env.hook(&args)
-}
-
 /// `oci-coresched-hook --config CFG explain` with the fixture's raw bytes on stdin, as the engine
 /// sent them.
 fn explain_stdin(env: &TestEnv, state: &Path) -> Output {
@@ -229,7 +211,7 @@ fn states_have_the_documented_shape() {
         let what = format!("{family}-{stage}");
         let bytes = std::fs::read(fixture(family, stage)).expect("read fixture");
         check_eq!(env, bytes.last(), Some(&b'}'), "{what}: raw bytes end in '}}' (no newline)");
-        let state = read_json(&env, &fixture(family, stage));
+        let state = env.read_json(&fixture(family, stage));
         let mut got_keys: Vec<&str> = state.as_object().expect("object").keys().map(String::as_str).collect();
         got_keys.sort();
         check_eq!(env, got_keys, keys.to_vec(), "{what}: keys (sorted)");
@@ -245,7 +227,7 @@ fn states_have_the_documented_shape() {
         };
         check_eq!(env, got_pid, pid, "{what}: pid");
         // One container per family: same id and bundle at every stage, same init pid while it lives.
-        let first = read_json(&env, &fixture(family, "createRuntime"));
+        let first = env.read_json(&fixture(family, "createRuntime"));
         check_eq!(env, state["id"], first["id"], "{what}: id");
         check_eq!(env, state["bundle"], first["bundle"], "{what}: bundle");
         if pid == Pid::Host {
@@ -256,7 +238,7 @@ fn states_have_the_documented_shape() {
     }
     // Podman builds the poststop state itself, from its own annotations only.
     for family in ["podman-crun", "podman-runc"] {
-        let state = read_json(&env, &fixture(family, "poststop"));
+        let state = env.read_json(&fixture(family, "poststop"));
         check_eq!(
             env,
             state["annotations"],
@@ -275,8 +257,8 @@ fn states_have_the_documented_shape() {
     ];
     for (family, parent, hooks) in configs {
         let what = format!("{family}-config");
-        let config = read_json(&env, &fixture(family, "config"));
-        let id = read_json(&env, &fixture(family, "createRuntime"))["id"].as_str().expect("id").to_string();
+        let config = env.read_json(&fixture(family, "config"));
+        let id = env.read_json(&fixture(family, "createRuntime"))["id"].as_str().expect("id").to_string();
         check_eq!(env, config["linux"]["cgroupsPath"], json!(format!("{parent}{id}")), "{what}: cgroupsPath");
         let mut got: Vec<&str> = config["hooks"].as_object().expect("hooks").keys().map(String::as_str).collect();
         got.sort();
@@ -293,10 +275,10 @@ fn infers_the_stage(test: &str, family: &str) {
     env.write_config("");
     for &stage in stages_of(family) {
         let path = fixture(family, stage);
-        let state = read_json(&env, &path);
+        let state = env.read_json(&path);
         let what = format!("{family}-{stage} (inferred from status {})", state["status"]);
         check_guest_bundle_absent(&env, &state, &what);
-        let out = explain(&env, &path, None);
+        let out = env.explain(&path, None);
         let d = decision(&env, &out, &what);
         expect(&env, &d, &out, family, &state, stage, &what);
         let want = if stage == "poststop" { "forget" } else { "ensure" };
@@ -312,11 +294,11 @@ fn stage_flag_overrides_the_status(test: &str, family: &str) {
     env.write_config("");
     for &state_stage in stages_of(family) {
         let path = fixture(family, state_stage);
-        let state = read_json(&env, &path);
+        let state = env.read_json(&path);
         check_guest_bundle_absent(&env, &state, &format!("{family}-{state_stage}"));
         for stage in STAGE_FLAGS {
             let what = format!("{family}-{state_stage} with --stage {stage}");
-            let out = explain(&env, &path, Some(stage));
+            let out = env.explain(&path, Some(stage));
             let d = decision(&env, &out, &what);
             expect(&env, &d, &out, family, &state, stage, &what);
         }
@@ -379,7 +361,7 @@ fn state_with_bundle(env: &TestEnv, family: &str, stage: &str, config: &[u8]) ->
     let bundle = env.path(&format!("bundle-{family}"));
     std::fs::create_dir_all(&bundle).expect("mkdir bundle");
     std::fs::write(bundle.join("config.json"), config).expect("write config.json");
-    let mut state = read_json(env, &fixture(family, stage));
+    let mut state = env.read_json(&fixture(family, stage));
     state["bundle"] = json!(bundle.display().to_string());
     let path = env.path(&format!("{family}-{stage}-with-bundle.json"));
     std::fs::write(&path, serde_json::to_vec(&state).expect("serialize state")).expect("write state");
@@ -394,7 +376,7 @@ fn state_with_captured_bundle(env: &TestEnv, family: &str, stage: &str) -> PathB
 
 /// `explain` of a state whose bundle is present: the config.json must have been read (no warning).
 fn decision_with_bundle(env: &TestEnv, state: &Path, what: &str) -> Value {
-    let out = explain(env, state, None);
+    let out = env.explain(state, None);
     let d = decision(env, &out, what);
     check_eq!(env, out.stderr.as_str(), "", "{what}: stderr (a config.json the hook failed to read?)");
     d
@@ -404,10 +386,10 @@ fn decision_with_bundle(env: &TestEnv, state: &Path, what: &str) -> Value {
 /// warning when the bundle is read (every status but `stopped`), nothing on stderr otherwise.
 fn decision_without_bundle(env: &TestEnv, family: &str, stage: &str) -> Value {
     let path = fixture(family, stage);
-    let state = read_json(env, &path);
+    let state = env.read_json(&path);
     let what = format!("{family}-{stage} without its bundle");
     check_guest_bundle_absent(env, &state, &what);
-    let out = explain(env, &path, None);
+    let out = env.explain(&path, None);
     let d = decision(env, &out, &what);
     if state["status"] == "stopped" {
         check_eq!(env, out.stderr.as_str(), "", "{what}: stderr (the bundle is not read at poststop)");
@@ -453,7 +435,7 @@ fn containerd_best_effort_config_gives_the_be_rule() {
     let env = TestEnv::new("containerd_best_effort_config_gives_the_be_rule");
     env.write_config(BE_RULE);
     for stage in ["createRuntime", "poststart"] {
-        let state = read_json(&env, &fixture(BE, stage));
+        let state = env.read_json(&fixture(BE, stage));
         let sandbox = state["annotations"][SANDBOX_ID].as_str().expect("sandbox id").to_string();
 
         let what = format!("{BE}-{stage} with its config.json, BE rule");
@@ -483,7 +465,7 @@ fn containerd_best_effort_config_gives_the_be_rule() {
     env.write_config("");
     let what = format!("{BE}-createRuntime with its config.json, default config");
     let d = decision_with_bundle(&env, &state_with_captured_bundle(&env, BE, "createRuntime"), &what);
-    let sandbox = read_json(&env, &fixture(BE, "createRuntime"))["annotations"][SANDBOX_ID].clone();
+    let sandbox = env.read_json(&fixture(BE, "createRuntime"))["annotations"][SANDBOX_ID].clone();
     check_eq!(env, d["qos"], json!("BE"), "{what}: qos");
     check_eq!(env, d["sched_idle"], json!(false), "{what}: sched_idle");
     check_eq!(env, d["group"], json!(format!("tenant-a/pod:{}", sandbox.as_str().unwrap_or_default())), "{what}");
@@ -515,7 +497,7 @@ fn podman_config_cgroups_path_is_read() {
     let env = TestEnv::new("podman_config_cgroups_path_is_read");
     env.write_config(BE_RULE);
     for family in ["podman-crun", "podman-runc"] {
-        let mut config = read_json(&env, &fixture(family, "config"));
+        let mut config = env.read_json(&fixture(family, "config"));
         config["linux"]["cgroupsPath"] = json!("/kubepods/besteffort/poduid-x/c1");
         let bytes = serde_json::to_vec(&config).expect("serialize config");
         let what = format!("{family}-createRuntime with a besteffort cgroupsPath in its config.json");

@@ -455,6 +455,25 @@ impl TestEnv {
         self.run(cmd, HOOK_TIMEOUT)
     }
 
+    /// `oci-coresched-hook --config CFG explain [--stage S] --state FILE`, with this test's config.
+    pub fn explain(&self, state: &Path, stage: Option<&str>) -> Output {
+        let cfg = self.config_path().display().to_string();
+        let state = state.display().to_string();
+        let mut args = vec!["--config", cfg.as_str(), "explain"];
+        if let Some(s) = stage {
+            args.extend(["--stage", s]);
+        }
+        args.extend(["--state", state.as_str()]);
+        self.hook(&args)
+    }
+
+    /// A JSON file's value; a missing or malformed file fails the test, naming it.
+    pub fn read_json(&self, path: &Path) -> Value {
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| self.fail(&format!("read {}: {e}", path.display())));
+        serde_json::from_str(&text).unwrap_or_else(|e| self.fail(&format!("{} is not JSON: {e}", path.display())))
+    }
+
     /// Registers a cleanup step (run in reverse order at drop, before the temp dir is removed).
     pub fn on_drop(&self, f: impl FnOnce() + 'static) {
         self.cleanups.borrow_mut().push(Box::new(f));
