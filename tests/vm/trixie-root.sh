@@ -79,20 +79,10 @@ build_trixie_locked() {
     CLEANUP_PATHS+=("$tmp")
     local pkgs
     mapfile -t pkgs < <(trixie_packages)
-    log "building the Debian 13 root $key (~3 min, ~1.4 GB; log: $logf)"
-    local start=$SECONDS rc=0 hb bpid
-    heartbeat "building the Debian 13 root" "$logf" &
-    hb=$!
-    CLEANUP_PIDS+=("$hb")
-    setsid bash -euo pipefail -c "$(declare -f trixie_recipe)"'; trixie_recipe "$@"' trixie_recipe \
-        "$tmp/root" "$mirror" "${pkgs[@]}" >"$logf" 2>&1 </dev/null &
-    bpid=$!
-    CLEANUP_PGRPS+=("$bpid")
-    wait "$bpid" || rc=$?
-    forget_pid "$bpid"
-    kill "$hb" 2>/dev/null || true
-    wait "$hb" 2>/dev/null || true
-    forget_pid "$hb"
+    log "building the Debian 13 root $key (~3 min, ~1 GB; log: $logf)"
+    local start=$SECONDS rc
+    run_recipe "building the Debian 13 root" "$logf" trixie_recipe "$tmp/root" "$mirror" "${pkgs[@]}"
+    rc=$RECIPE_RC
     if ((rc != 0)); then
         log "Debian 13 root build FAILED (exit $rc); last lines of $logf:"
         tail -n 40 -- "$logf" >&2 || true

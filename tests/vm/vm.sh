@@ -269,6 +269,27 @@ heartbeat() { # heartbeat WHAT LOGFILE: a line a minute so CI does not think the
     done
 }
 
+# run_recipe WHAT LOGFILE FUNC ARGS...: run the recipe FUNC (whose text is part of a cache key) in
+# its own session, so that an interrupted vm.sh can stop all of it, with its output in LOGFILE and
+# a heartbeat a minute; sets RECIPE_RC. (Not to be called in a `||` list: that switches off errexit.)
+RECIPE_RC=0
+run_recipe() {
+    local what=$1 logf=$2 func=$3 hb bpid
+    shift 3
+    RECIPE_RC=0
+    heartbeat "$what" "$logf" &
+    hb=$!
+    CLEANUP_PIDS+=("$hb")
+    setsid bash -euo pipefail -c "$(declare -f "$func")"'; '"$func"' "$@"' "$func" "$@" >"$logf" 2>&1 </dev/null &
+    bpid=$!
+    CLEANUP_PGRPS+=("$bpid")
+    wait "$bpid" || RECIPE_RC=$?
+    forget_pid "$bpid"
+    kill "$hb" 2>/dev/null || true
+    wait "$hb" 2>/dev/null || true
+    forget_pid "$hb"
+}
+
 build_kernel_locked() {
     local key=$1 entry="$CACHE/$1"
     [[ -f $entry/bzImage ]] && return 0
@@ -276,21 +297,10 @@ build_kernel_locked() {
     rm -rf -- "$build" "$tmp"
     mkdir -p -- "$tmp"
     log "building kernel $key (~5-10 min on 2 cores; log: $logf)"
-    local start=$SECONDS rc=0 hb bpid
-    heartbeat "building the kernel" "$logf" &
-    hb=$!
-    CLEANUP_PIDS+=("$hb")
-    # Own session/process group (setsid), so that an interrupted vm.sh can stop the whole make.
-    setsid bash -euo pipefail -c "$(declare -f kernel_recipe)"'; kernel_recipe "$@"' kernel_recipe \
-        "$KSRC_TAR" "$build" "$FRAGMENT" "$tmp" >"$logf" 2>&1 </dev/null &
-    bpid=$!
-    CLEANUP_PGRPS+=("$bpid")
+    local start=$SECONDS rc
     CLEANUP_PATHS+=("$tmp")
-    wait "$bpid" || rc=$?
-    forget_pid "$bpid"
-    kill "$hb" 2>/dev/null || true
-    wait "$hb" 2>/dev/null || true
-    forget_pid "$hb"
+    run_recipe "building the kernel" "$logf" kernel_recipe "$KSRC_TAR" "$build" "$FRAGMENT" "$tmp"
+    rc=$RECIPE_RC
     if ((rc != 0)); then
         rm -rf -- "$tmp"
         log "kernel build FAILED (exit $rc); last lines of $logf:"
