@@ -114,7 +114,6 @@ fn benches(c: &mut Criterion) {
             |()| {
                 let _l = dir.lock(Duration::from_secs(3)).unwrap();
                 let store = Store::open(&dir.db_path()).unwrap();
-                store.begin().unwrap();
                 let req = EnsureRequest {
                     container_id: "target".into(),
                     group: "default/g".into(),
@@ -125,8 +124,7 @@ fn benches(c: &mut Criterion) {
                     pod_uid: None,
                     container_name: None,
                 };
-                Engine::new(&kernel, &proc, &store).ensure(&req).unwrap();
-                store.commit().unwrap();
+                store.transaction(|s| Engine::new(&kernel, &proc, s).ensure(&req)).unwrap();
             },
             BatchSize::PerIteration,
         )

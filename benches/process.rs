@@ -26,7 +26,7 @@ use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::statedir::StateDir;
-use oci_coresched_hook::store::{Member, Store};
+use oci_coresched_hook::store::{Member, Store, StoreError};
 
 const TRUE: &str = "/bin/true";
 /// Live members of the measured group.
@@ -251,27 +251,28 @@ impl World {
         let dir = StateDir::open(&self.state_dir()).unwrap();
         let _lock = dir.lock(Duration::from_secs(10)).unwrap();
         let store = Store::open(&dir.db_path()).unwrap();
-        store.begin().unwrap();
-        for i in 0..n {
-            store
-                .upsert_member(&Member {
-                    cookie: 0x5eed_0000_0000 + i as u64,
-                    cgroup: Some(format!("/kubepods/burstable/pod{i}/seed{i}")),
-                    namespace: Some("default".into()),
-                    pod_name: Some(format!("seed-{i}")),
-                    pod_uid: Some(format!("uid-{i}")),
-                    container_name: Some("app".into()),
-                    // Far above any pid_max: never alive, never touched (its group is never ensured).
-                    ..Member::new(
-                        format!("seed-{i:06}-0123456789abcdef0123456789abcdef0123456789abcdef"),
-                        format!("default/seed-{}", i / 10),
-                        2_000_000_000 - i as i32,
-                        12345,
-                    )
-                })
-                .unwrap();
-        }
-        store.commit().unwrap();
+        store
+            .transaction(|s| {
+                for i in 0..n {
+                    s.upsert_member(&Member {
+                        cookie: 0x5eed_0000_0000 + i as u64,
+                        cgroup: Some(format!("/kubepods/burstable/pod{i}/seed{i}")),
+                        namespace: Some("default".into()),
+                        pod_name: Some(format!("seed-{i}")),
+                        pod_uid: Some(format!("uid-{i}")),
+                        container_name: Some("app".into()),
+                        // Far above any pid_max: never alive, never touched (its group is never ensured).
+                        ..Member::new(
+                            format!("seed-{i:06}-0123456789abcdef0123456789abcdef0123456789abcdef"),
+                            format!("default/seed-{}", i / 10),
+                            2_000_000_000 - i as i32,
+                            12345,
+                        )
+                    })?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
     }
 }
 

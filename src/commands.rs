@@ -49,17 +49,7 @@ fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> any
     let dir = StateDir::open(state_dir)?;
     let _lock = dir.lock(config.lock_timeout())?;
     let store = Store::open(&dir.db_path())?;
-    store.begin()?;
-    match f(&store) {
-        Ok(v) => {
-            store.commit()?;
-            Ok(v)
-        }
-        Err(e) => {
-            store.rollback();
-            Err(e)
-        }
-    }
+    store.transaction(f)
 }
 
 /// `gc`.

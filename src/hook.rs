@@ -300,17 +300,13 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
 fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &Config) {
     let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
     let roots = crate::ops::rebuild::RuntimeRoot::defaults();
-    let result = store
-        .begin()
-        .map_err(EngineError::from)
-        .and_then(|()| crate::ops::rebuild::rebuild(store, kernel, paths.proc, &roots, config));
-    match result.and_then(|r| store.commit().map(|()| r).map_err(EngineError::from)) {
+    let result = store.transaction(|s| crate::ops::rebuild::rebuild(s, kernel, paths.proc, &roots, config));
+    match result {
         Ok(r) => log::warn!(
             "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",
             r.members.len()
         ),
         Err(e) => {
-            store.rollback();
             log::warn!(
                 "the cache was unusable and was moved to {aside}; failed to reload it from running containers: {} \
                  (run `oci-coresched-hook rebuild`)",
@@ -341,33 +337,30 @@ fn with_store<K: CoreSched, T>(
         reload(&store, kernel, paths, config);
     }
     for attempt in 0..2 {
-        store.begin()?;
-        let result = f(&Engine::new(kernel, paths.proc, &store), &store);
+        let result: Result<T, HookError> = store.transaction(|s| {
+            let v = f(&Engine::new(kernel, paths.proc, s), s)?;
+            crate::fault::point("before_commit");
+            crate::timing::mark("cache writes");
+            Ok(v)
+        });
         match result {
             Ok(v) => {
-                crate::fault::point("before_commit");
-                crate::timing::mark("cache writes");
-                store.commit()?;
                 crate::timing::mark("commit");
                 crate::fault::point("after_commit");
                 return Ok(v);
             }
             Err(e) => {
-                store.rollback();
                 if attempt == 0 && e.is_corruption() {
                     drop(store);
                     store = Store::quarantine(&db, "corrupt")?;
                     reload(&store, kernel, paths, config);
                     continue;
                 }
-                if store.begin().is_ok() {
-                    let counted =
-                        group.map_or(Ok(()), |g| store.count(g, false)).and_then(|()| store.count_failure(e.reason()));
-                    if counted.is_ok() {
-                        let _ = store.commit();
-                    } else {
-                        store.rollback();
-                    }
+                let counted = store.transaction(|s| {
+                    group.map_or(Ok(()), |g| s.count(g, false)).and_then(|()| s.count_failure(e.reason()))
+                });
+                if let Err(c) = counted {
+                    log::debug!("failed to count the failure: {}", crate::error::Chain(&c));
                 }
                 return Err(e);
             }

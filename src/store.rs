@@ -326,22 +326,18 @@ impl Store {
     /// Upgrades the schema from `from` to [`SCHEMA_VERSION`] in one transaction: either every step
     /// and the new `user_version` land, or nothing does.
     fn migrate(&self, from: i32) -> Result<(), StoreError> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))?;
-        let mut version = from;
-        let steps = (|| {
+        self.transaction(|s| {
+            let mut version = from;
             while version < SCHEMA_VERSION {
                 let Some((_, sql)) = MIGRATIONS.iter().find(|(v, _)| *v == version) else {
-                    return Err(rusqlite::Error::InvalidParameterName(format!("no migration from schema v{version}")));
+                    let e = rusqlite::Error::InvalidParameterName(format!("no migration from schema v{version}"));
+                    return Err(s.err(e));
                 };
-                self.conn.execute_batch(sql)?;
+                s.conn.execute_batch(sql).map_err(|e| s.err(e))?;
                 version += 1;
             }
-            self.conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
-        })();
-        if let Err(e) = steps {
-            self.rollback();
-            return Err(self.err(e));
-        }
+            s.conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};")).map_err(|e| s.err(e))
+        })?;
         log::info!("upgraded the cache {} from schema v{from} to v{SCHEMA_VERSION}", self.path.display());
         Ok(())
     }
@@ -355,18 +351,23 @@ impl Store {
         &self.path
     }
 
-    /// Starts a write transaction; every change until [`Store::commit`] lands together.
-    pub fn begin(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))
+    /// Runs `f` in one write transaction (`BEGIN IMMEDIATE`): every change `f` makes lands when
+    /// it returns `Ok`, none when it returns `Err` (or panics). The only way this crate writes more
+    /// than one row together.
+    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Store) -> Result<T, E>) -> Result<T, E> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))?;
+        let open = Open(self);
+        let value = f(self)?;
+        std::mem::forget(open);
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            self.rollback();
+            return Err(self.err(e).into());
+        }
+        Ok(value)
     }
 
-    /// Commits the transaction started by [`Store::begin`].
-    pub fn commit(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))
-    }
-
-    /// Abandons the transaction started by [`Store::begin`].
-    pub fn rollback(&self) {
+    /// Abandons the open transaction, if any.
+    fn rollback(&self) {
         let _ = self.conn.execute_batch("ROLLBACK");
     }
 
@@ -557,6 +558,15 @@ impl Store {
     /// `PRAGMA integrity_check` result (`"ok"` when healthy).
     pub fn integrity_check(&self) -> Result<String, StoreError> {
         self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| self.err(e))
+    }
+}
+
+/// The rollback of a [`Store::transaction`] whose closure failed or panicked.
+struct Open<'s>(&'s Store);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.rollback();
     }
 }
 

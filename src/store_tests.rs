@@ -292,15 +292,18 @@ fn counters() {
 fn transactions_commit_and_roll_back() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    s.begin().unwrap();
-    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    s.count("web", true).unwrap();
-    s.commit().unwrap();
-    s.begin().unwrap();
-    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
-    s.remove_member("a1").unwrap();
-    s.count_failure("x").unwrap();
-    s.rollback();
+    s.transaction(|s| {
+        s.upsert_member(&member("a1", "web", 101, 11))?;
+        s.count("web", true)
+    })
+    .unwrap();
+    let failed: Result<(), StoreError> = s.transaction(|s| {
+        s.upsert_member(&member("a2", "web", 102, 12))?;
+        s.remove_member("a1")?;
+        s.count_failure("x")?;
+        Err(StoreError::Quarantine { path: "x".into(), source: std::io::ErrorKind::Other.into() })
+    });
+    assert!(failed.is_err());
     assert_eq!(ids(&s.members("web").unwrap()), ["a1"]);
     assert!(s.failures().unwrap().is_empty());
     assert_eq!(s.groups().unwrap().len(), 1);

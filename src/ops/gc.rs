@@ -224,10 +224,12 @@ mod tests {
     fn rolled_back_gc_changes_nothing() {
         let (_d, fp, s) = setup();
         s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
-        s.begin().unwrap();
-        let r = gc(&s, &fp.procfs()).unwrap();
-        assert_eq!(r.removed.len(), 1);
-        s.rollback();
+        let rolled_back: Result<(), StoreError> = s.transaction(|s| {
+            let r = gc(s, &fp.procfs()).unwrap();
+            assert_eq!(r.removed.len(), 1);
+            Err(StoreError::Quarantine { path: "x".into(), source: std::io::ErrorKind::Other.into() })
+        });
+        assert!(rolled_back.is_err());
         assert_eq!(ids(&s), ["dead"]);
         assert_eq!(keys(&s), ["web"]);
     }
