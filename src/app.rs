@@ -24,20 +24,6 @@ pub const EXIT_FAILED: u8 = 1;
 /// Usage error or unreadable input for a manual command.
 pub const EXIT_USAGE: u8 = 2;
 
-/// The cgroup mount.
-pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
-
-/// The cgroup mount the commands use: [`CGROUP_ROOT`], or with feature `fake-kernel` the
-/// directory `OCH_FAKE_CGROUP_ROOT` names (tests over the fake kernel never write the host's
-/// cgroups); a release build has no such code path.
-pub fn cgroup_root() -> PathBuf {
-    #[cfg(feature = "fake-kernel")]
-    if let Some(dir) = std::env::var_os("OCH_FAKE_CGROUP_ROOT") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(CGROUP_ROOT)
-}
-
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
     // Runtimes discard stderr; keep a copy in syslog / the log file.
@@ -185,7 +171,7 @@ fn run_hook(
         log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
     }
     let proc = ProcFs::default();
-    let cgroup_root = cgroup_root();
+    let cgroup_root = crate::cgroup::root();
     let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: &cgroup_root };
     let result = hook::run(&decision, config, &paths, &kernel::system());
     crate::timing::mark("cache close + unlock");

@@ -1,6 +1,9 @@
-//! Writes to the container's cgroup (root passed in, `/sys/fs/cgroup` in production): `cpu.idle`
-//! for QoS classes whose rule has `sched_idle`.
+//! The cgroup filesystem: where it is mounted ([`root`]), the one check of a cgroup path as
+//! `/proc/PID/cgroup` gives it ([`relative`]), the directory of a cgroup in a v2, hybrid or v1
+//! layout, the processes below it, and the one write the hook makes there: `cpu.idle` for QoS
+//! classes whose rule has `sched_idle`.
 
+use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use crate::kernel::Pid;
@@ -31,23 +34,95 @@ pub enum CgroupError {
     },
 }
 
-/// The file for `name` in cgroup `cgroup` (as `/proc/PID/cgroup` gives it) under `root`.
-pub fn cgroup_file(root: &Path, cgroup: &str, name: &str) -> Result<PathBuf, CgroupError> {
-    let rel = Path::new(cgroup);
-    if !rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
-        return Err(CgroupError::BadPath(cgroup.to_string()));
+/// The cgroup mount.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The cgroup mount the hook and the commands use: [`CGROUP_ROOT`], or with feature `fake-kernel`
+/// the directory `OCH_FAKE_CGROUP_ROOT` names (tests over the fake kernel never write the host's
+/// cgroups); a release build has no such code path.
+pub fn root() -> PathBuf {
+    #[cfg(feature = "fake-kernel")]
+    if let Some(dir) = std::env::var_os("OCH_FAKE_CGROUP_ROOT") {
+        return PathBuf::from(dir);
     }
-    Ok(root.join(cgroup.trim_start_matches('/')).join(name))
+    PathBuf::from(CGROUP_ROOT)
+}
+
+/// `cgroup` (a path as `/proc/PID/cgroup` gives it) relative to the mount, without its slashes at
+/// either end: `None` unless it is a plain absolute path (no `.` or `..`, not relative). The root
+/// cgroup gives `Some("")`.
+pub fn relative(cgroup: &str) -> Option<&str> {
+    let p = Path::new(cgroup);
+    if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        return None;
+    }
+    Some(cgroup.trim_matches('/'))
+}
+
+/// The file for `name` in cgroup `cgroup` (as `/proc/PID/cgroup` gives it) under `root`.
+pub fn file(root: &Path, cgroup: &str, name: &str) -> Result<PathBuf, CgroupError> {
+    let rel = relative(cgroup).ok_or_else(|| CgroupError::BadPath(cgroup.to_string()))?;
+    Ok(root.join(rel).join(name))
 }
 
 /// Writes `cpu.idle = 1` in the cgroup.
 pub fn set_idle(root: &Path, cgroup: &str) -> Result<PathBuf, CgroupError> {
-    let path = cgroup_file(root, cgroup, "cpu.idle")?;
+    let path = file(root, cgroup, "cpu.idle")?;
     if !path.exists() {
         return Err(CgroupError::NoIdleFile(path));
     }
     std::fs::write(&path, "1").map_err(|source| CgroupError::Write { path: path.clone(), source })?;
     Ok(path)
+}
+
+/// The directory of cgroup `cgroup` (a path as `/proc/PID/cgroup` gives it) under the cgroup
+/// mount `cgroup_root`: the unified (v2) hierarchy at the root itself, then a hybrid layout's
+/// `unified/`, then the v1 `cpu` hierarchy (`cpu`, `cpu,cpuacct`, `cpuacct,cpu`). The first that
+/// exists and has a `cgroup.procs` wins. `None` for the root cgroup (never a container's own),
+/// for a path that is not a plain absolute one (`..`, relative), or when no hierarchy has it.
+pub fn dir(cgroup_root: &Path, cgroup: &str) -> Option<PathBuf> {
+    let rel = relative(cgroup).filter(|r| !r.is_empty())?;
+    ["", "unified", "cpu", "cpu,cpuacct", "cpuacct,cpu"]
+        .iter()
+        .map(|h| if h.is_empty() { cgroup_root.join(rel) } else { cgroup_root.join(h).join(rel) })
+        .find(|d| d.join("cgroup.procs").is_file())
+}
+
+/// Every process (thread-group id) listed in `cgroup.procs` of `dir` and of all its descendant
+/// cgroups, sorted and deduplicated. Cgroups that vanish during the walk are skipped.
+pub fn procs(dir: &Path) -> io::Result<Vec<Pid>> {
+    fn gone(e: &io::Error) -> bool {
+        e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
+    }
+    let mut pids = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        match std::fs::read_to_string(d.join("cgroup.procs")) {
+            Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<Pid>().ok())),
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        }
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries.flatten() {
+            // Child cgroups are directories; `file_type` does not follow symlinks.
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// True when cgroup `inner` is `outer` or below it (whole path components).
+pub fn within(inner: &str, outer: &str) -> bool {
+    let outer = outer.trim_end_matches('/');
+    inner == outer || (inner.starts_with(outer) && inner[outer.len()..].starts_with('/'))
 }
 
 #[cfg(test)]
@@ -65,5 +140,38 @@ mod tests {
         assert!(matches!(set_idle(root.path(), "/kubepods/x"), Err(CgroupError::NoIdleFile(_))));
         assert!(matches!(set_idle(root.path(), "/a/../../etc"), Err(CgroupError::BadPath(_))));
         assert!(matches!(set_idle(root.path(), "relative"), Err(CgroupError::BadPath(_))));
+    }
+
+    #[test]
+    fn dir_picks_the_hierarchy_and_refuses_odd_paths() {
+        let root = tempfile::tempdir().unwrap();
+        let v1 = root.path().join("cpu,cpuacct/docker/x");
+        std::fs::create_dir_all(&v1).unwrap();
+        std::fs::write(v1.join("cgroup.procs"), "").unwrap();
+        assert_eq!(dir(root.path(), "/docker/x"), Some(v1));
+        let v2 = root.path().join("docker/x");
+        std::fs::create_dir_all(&v2).unwrap();
+        std::fs::write(v2.join("cgroup.procs"), "").unwrap();
+        assert_eq!(dir(root.path(), "/docker/x/"), Some(v2));
+        assert_eq!(dir(root.path(), "/"), None);
+        assert_eq!(dir(root.path(), "/docker/../docker/x"), None);
+        assert_eq!(dir(root.path(), "docker/x"), None);
+        assert_eq!(dir(root.path(), "/nope"), None);
+    }
+
+    #[test]
+    fn procs_walks_descendants() {
+        let root = tempfile::tempdir().unwrap();
+        let c = root.path().join("c");
+        std::fs::create_dir_all(c.join("sub/deeper")).unwrap();
+        std::fs::write(c.join("cgroup.procs"), "10\n12\n").unwrap();
+        std::fs::write(c.join("sub/cgroup.procs"), "11\n10\n").unwrap();
+        std::fs::write(c.join("sub/deeper/cgroup.procs"), "").unwrap();
+        std::fs::write(c.join("cpu.idle"), "0").unwrap();
+        assert_eq!(procs(&c).unwrap(), vec![10, 11, 12]);
+        assert_eq!(procs(&root.path().join("gone")).unwrap(), Vec::<Pid>::new());
+        assert!(within("/a/b", "/a"));
+        assert!(within("/a", "/a/"));
+        assert!(!within("/ab", "/a"));
     }
 }

@@ -110,7 +110,7 @@ fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: boo
         }
         return Ok(());
     }
-    let cgroup_root = crate::app::cgroup_root();
+    let cgroup_root = crate::cgroup::root();
     let report = write_txn(state_dir, config, |store| {
         Ok(ops::reconcile::reconcile(store, &kernel, &proc, &cgroup_root, dry_run)?)
     })?;

@@ -1,5 +1,6 @@
 //! Reads of `/proc` (root passed in, so tests point it at a temp dir): task identity by
-//! pid + start time, the threads of a process, its cgroup, and the processes of a cgroup.
+//! pid + start time, the threads of a process, and its cgroup (the cgroup tree itself is
+//! [`crate::cgroup`]'s).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -147,64 +148,6 @@ pub fn parse_cgroup(text: &str) -> Option<String> {
     v1_cpu
 }
 
-/// The directory of cgroup `cgroup` (a path as `/proc/PID/cgroup` gives it) under the cgroup
-/// mount `cgroup_root`: the unified (v2) hierarchy at the root itself, then a hybrid layout's
-/// `unified/`, then the v1 `cpu` hierarchy (`cpu`, `cpu,cpuacct`, `cpuacct,cpu`). The first that
-/// exists and has a `cgroup.procs` wins. `None` for the root cgroup (never a container's own),
-/// for a path that is not a plain absolute one (`..`, relative), or when no hierarchy has it.
-pub fn cgroup_dir(cgroup_root: &Path, cgroup: &str) -> Option<PathBuf> {
-    use std::path::Component;
-    let rel = Path::new(cgroup);
-    if !rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
-        return None;
-    }
-    let rel = cgroup.trim_matches('/');
-    if rel.is_empty() {
-        return None;
-    }
-    ["", "unified", "cpu", "cpu,cpuacct", "cpuacct,cpu"]
-        .iter()
-        .map(|h| if h.is_empty() { cgroup_root.join(rel) } else { cgroup_root.join(h).join(rel) })
-        .find(|d| d.join("cgroup.procs").is_file())
-}
-
-/// Every process (thread-group id) listed in `cgroup.procs` of `dir` and of all its descendant
-/// cgroups, sorted and deduplicated. Cgroups that vanish during the walk are skipped.
-pub fn cgroup_procs(dir: &Path) -> io::Result<Vec<Pid>> {
-    fn gone(e: &io::Error) -> bool {
-        e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
-    }
-    let mut pids = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        match std::fs::read_to_string(d.join("cgroup.procs")) {
-            Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<Pid>().ok())),
-            Err(e) if gone(&e) => continue,
-            Err(e) => return Err(e),
-        }
-        let entries = match std::fs::read_dir(&d) {
-            Ok(e) => e,
-            Err(e) if gone(&e) => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries.flatten() {
-            // Child cgroups are directories; `file_type` does not follow symlinks.
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                stack.push(entry.path());
-            }
-        }
-    }
-    pids.sort_unstable();
-    pids.dedup();
-    Ok(pids)
-}
-
-/// True when cgroup `inner` is `outer` or below it (whole path components).
-pub fn cgroup_within(inner: &str, outer: &str) -> bool {
-    let outer = outer.trim_end_matches('/');
-    inner == outer || (inner.starts_with(outer) && inner[outer.len()..].starts_with('/'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,38 +194,5 @@ mod tests {
         let v1 = "4:memory:/a\n3:cpuacct,cpu:/b\n";
         assert_eq!(parse_cgroup(v1).as_deref(), Some("/b"));
         assert_eq!(parse_cgroup("garbage"), None);
-    }
-
-    #[test]
-    fn cgroup_dir_picks_the_hierarchy_and_refuses_odd_paths() {
-        let root = tempfile::tempdir().unwrap();
-        let v1 = root.path().join("cpu,cpuacct/docker/x");
-        std::fs::create_dir_all(&v1).unwrap();
-        std::fs::write(v1.join("cgroup.procs"), "").unwrap();
-        assert_eq!(cgroup_dir(root.path(), "/docker/x"), Some(v1));
-        let v2 = root.path().join("docker/x");
-        std::fs::create_dir_all(&v2).unwrap();
-        std::fs::write(v2.join("cgroup.procs"), "").unwrap();
-        assert_eq!(cgroup_dir(root.path(), "/docker/x/"), Some(v2));
-        assert_eq!(cgroup_dir(root.path(), "/"), None);
-        assert_eq!(cgroup_dir(root.path(), "/docker/../docker/x"), None);
-        assert_eq!(cgroup_dir(root.path(), "docker/x"), None);
-        assert_eq!(cgroup_dir(root.path(), "/nope"), None);
-    }
-
-    #[test]
-    fn cgroup_procs_walks_descendants() {
-        let root = tempfile::tempdir().unwrap();
-        let c = root.path().join("c");
-        std::fs::create_dir_all(c.join("sub/deeper")).unwrap();
-        std::fs::write(c.join("cgroup.procs"), "10\n12\n").unwrap();
-        std::fs::write(c.join("sub/cgroup.procs"), "11\n10\n").unwrap();
-        std::fs::write(c.join("sub/deeper/cgroup.procs"), "").unwrap();
-        std::fs::write(c.join("cpu.idle"), "0").unwrap();
-        assert_eq!(cgroup_procs(&c).unwrap(), vec![10, 11, 12]);
-        assert_eq!(cgroup_procs(&root.path().join("gone")).unwrap(), Vec::<Pid>::new());
-        assert!(cgroup_within("/a/b", "/a"));
-        assert!(cgroup_within("/a", "/a/"));
-        assert!(!cgroup_within("/ab", "/a"));
     }
 }

@@ -19,10 +19,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::cgroup;
 use crate::engine::{Adopted, Engine, EngineError};
 use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
-use crate::procfs::{self, ProcFs, TaskId};
+use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
@@ -160,7 +161,7 @@ fn owned_by(pid_cg: &str, group: &str, live: &[LiveMember<'_>]) -> bool {
     let containing: Vec<(&str, &str)> = live
         .iter()
         .filter_map(|l| l.member.cgroup.as_deref().map(|c| (c.trim_end_matches('/'), l.member.group.as_str())))
-        .filter(|(c, _)| !c.is_empty() && procfs::cgroup_within(pid_cg, c))
+        .filter(|(c, _)| !c.is_empty() && cgroup::within(pid_cg, c))
         .collect();
     let Some(best) = containing.iter().map(|(c, _)| c.len()).max() else { return false };
     containing.iter().filter(|(c, _)| c.len() == best).all(|(_, g)| *g == group)
@@ -232,7 +233,7 @@ pub fn reconcile<K: CoreSched>(
             r.status = MemberStatus::NoCgroup;
             continue;
         };
-        let Some(dir) = procfs::cgroup_dir(cgroup_root, cg) else {
+        let Some(dir) = cgroup::dir(cgroup_root, cg) else {
             r.status = MemberStatus::NoCgroup;
             continue;
         };
@@ -243,7 +244,7 @@ pub fn reconcile<K: CoreSched>(
             r.status = MemberStatus::SharedCgroup;
             continue;
         }
-        let pids = match procfs::cgroup_procs(&dir) {
+        let pids = match cgroup::procs(&dir) {
             Ok(p) => p,
             Err(e) => {
                 r.status = MemberStatus::Failed;
