@@ -6,7 +6,7 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use crate::kernel::Pid;
+use crate::procfs::Pid;
 
 /// Problems writing a cgroup file.
 #[derive(Debug, thiserror::Error)]

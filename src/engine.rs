@@ -7,7 +7,9 @@
 
 use std::io;
 
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid, Scope};
+use crate::procfs::Pid;
+
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store, StoreError};
 

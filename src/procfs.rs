@@ -5,7 +5,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::kernel::Pid;
+/// A process or thread id as the host pid namespace sees it. `0` means "the calling thread".
+pub type Pid = i32;
 
 /// A task identity that survives pid reuse: the pid plus its start time
 /// (`/proc/PID/stat` field 22, clock ticks since boot).

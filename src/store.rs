@@ -11,7 +11,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Chain;
-use crate::kernel::{Cookie, Pid};
+use crate::kernel::Cookie;
+use crate::procfs::Pid;
 
 /// Marks the file as ours (`PRAGMA application_id`, "OCSH").
 pub const APPLICATION_ID: i32 = 0x4f43_5348;

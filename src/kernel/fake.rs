@@ -12,7 +12,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::fake_file::{Acquired, SharedFile};
-use super::{Cookie, CoreSched, KernelError, Pid, Scope};
+use super::{Cookie, CoreSched, KernelError, Scope};
+use crate::procfs::Pid;
 use crate::procfs::ProcFs;
 
 /// What the fake kernel claims to support.

@@ -13,11 +13,10 @@ pub mod fake_file;
 
 use std::fmt;
 
+use crate::procfs::Pid;
+
 /// A core-scheduling cookie as `PR_SCHED_CORE_GET` reports it. `0` means "no cookie".
 pub type Cookie = u64;
-
-/// A process or thread id as the host pid namespace sees it. `0` means "the calling thread".
-pub type Pid = i32;
 
 /// Which tasks a CREATE or SHARE_TO applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::kernel::Pid;
+use crate::procfs::Pid;
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Store, StoreError};
 

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use crate::kernel::{CookieHex, CoreSched, Pid};
+use crate::procfs::Pid;
+
+use crate::kernel::{CookieHex, CoreSched};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Store;
 

@@ -200,8 +200,9 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
-    use crate::kernel::{Pid, Scope};
+    use crate::procfs::Pid;
     use crate::store::Member;
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {

@@ -30,9 +30,9 @@ use serde_json::Value;
 use crate::bundle::BundleConfig;
 use crate::config::Config;
 use crate::engine::EngineError;
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::policy::{self, Action, Decision, Lifecycle};
-use crate::procfs::{ProcFs, TaskId};
+use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::store::{Member, Store};
 
 /// runc-style roots scanned by default: runc's own, and containerd's runc shim per namespace.

@@ -22,8 +22,8 @@ use serde::Serialize;
 use crate::cgroup;
 use crate::engine::{Adopted, Engine, EngineError};
 use crate::error::Chain;
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Pid};
-use crate::procfs::{ProcFs, TaskId};
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::store::{Member, Store};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.

@@ -1,7 +1,8 @@
 //! `inspect` and `list` over a seeded cache and the fake kernel.
 
 use crate::kernel::fake::{FakeKernel, FakeProc};
-use crate::kernel::{CoreSched, Pid, Scope};
+use crate::kernel::{CoreSched, Scope};
+use crate::procfs::Pid;
 use crate::store::{Member, Store};
 
 struct Seeded {
