@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::kernel;
 use crate::ops;
 use crate::procfs::ProcFs;
+use crate::runtime_state::RuntimeRoot;
 use crate::statedir::StateDir;
 use crate::store::Store;
 
@@ -134,16 +135,13 @@ pub fn rebuild(
 ) -> anyhow::Result<()> {
     let proc = ProcFs::default();
     let kernel = kernel::system();
-    let roots: Vec<ops::rebuild::RuntimeRoot> = if runc.is_empty() && crun.is_empty() {
-        ops::rebuild::RuntimeRoot::defaults()
+    let roots: Vec<RuntimeRoot> = if runc.is_empty() && crun.is_empty() {
+        RuntimeRoot::defaults()
     } else {
-        runc.iter()
-            .map(ops::rebuild::RuntimeRoot::runc)
-            .chain(crun.iter().map(ops::rebuild::RuntimeRoot::crun))
-            .collect()
+        runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
     let report =
-        write_txn(state_dir, config, |store| Ok(ops::rebuild::rebuild(store, &kernel, &proc, &roots, config)?))?;
-    print_out(&if as_json { json(&report)? } else { report.render() });
+        write_txn(state_dir, config, |store| Ok(crate::reload::reload(store, &kernel, &proc, &roots, config)?))?;
+    print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
     Ok(())
 }

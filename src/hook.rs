@@ -299,8 +299,8 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
 /// Best effort: a failure is logged and the hook goes on with what it has.
 fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &Config) {
     let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-    let roots = crate::ops::rebuild::RuntimeRoot::defaults();
-    let result = store.transaction(|s| crate::ops::rebuild::rebuild(s, kernel, paths.proc, &roots, config));
+    let roots = crate::runtime_state::RuntimeRoot::defaults();
+    let result = store.transaction(|s| crate::reload::reload(s, kernel, paths.proc, &roots, config));
     match result {
         Ok(r) => log::warn!(
             "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",

@@ -18,6 +18,8 @@ pub mod logging;
 pub mod ops;
 pub mod policy;
 pub mod procfs;
+pub mod reload;
+pub mod runtime_state;
 pub mod state;
 pub mod statedir;
 pub mod store;

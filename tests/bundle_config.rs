@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use oci_coresched_hook::hook::bundle_info;
-use oci_coresched_hook::ops::rebuild::{read_crun, read_runc};
+use oci_coresched_hook::runtime_state::{read_crun, read_runc};
 use oci_coresched_hook::state::State;
 
 use common::{MANIFEST_DIR, Output, TestEnv};

@@ -2,8 +2,16 @@
 
 use serde_json::json;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
 use super::*;
+use crate::config::Config;
 use crate::ops::test_world::World;
+use crate::reload::reload;
+use crate::runtime_state::RuntimeRoot;
 
 fn fixture(path: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
@@ -57,7 +65,7 @@ impl World {
     }
 
     fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
-        rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
+        reload(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
     }
 }
 
@@ -114,7 +122,7 @@ fn running_containers_are_recorded_with_their_cookies_and_groups() {
     assert_eq!(cached[1].container_name.as_deref(), Some("web"));
     assert!(w.store.member("cnone").unwrap().is_none());
 
-    let text = r.render();
+    let text = render(&r);
     assert!(text.contains("recorded 3 containers in 1 groups"), "{text}");
     assert!(text.contains("WARNING: group default/web has 2 cookies"), "{text}");
 
@@ -150,7 +158,7 @@ fn unreadable_reused_duplicate_and_missing_are_reported() {
     assert_eq!(r.members.len(), 1);
     assert_eq!(r.roots[0].containers, 4, "directories only");
     assert!(!r.roots[2].present);
-    assert!(r.render().contains("crun root"));
+    assert!(render(&r).contains("crun root"));
     assert!(r.conflicts.is_empty());
 }
 
@@ -167,7 +175,7 @@ fn annotations_and_cgroup_parent_come_from_the_bundle_when_the_labels_lack_them(
     w.kernel.force(100, 0x77);
     w.runc("runc", "x1", 100, 1000, &BTreeMap::new(), "bundle");
     let cfg = Config::parse("[qos.BE]\ncore_expeller = true\n", Path::new("t.toml")).unwrap();
-    let r = rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg).unwrap();
+    let r = reload(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg).unwrap();
     assert_eq!(r.members.len(), 1, "{r:#?}");
     assert_eq!(r.members[0].group, "tenant-a/batch-expeller");
     assert_eq!(r.members[0].cookie, "0x77");

@@ -1,0 +1,284 @@
+//! Reloads the cache from the containers the runtimes say are running ([`crate::runtime_state`]):
+//! after the cache was lost or moved aside as corrupt (the hook does it at once, `hook::reload`),
+//! or on a node where the hook was installed with containers running (the `rebuild` command).
+//!
+//! For each container whose init is alive with the recorded start time, the decision is computed
+//! exactly as the hook would ([`policy::decide`], lifecycle ensure), the cookie on the init is read
+//! with a GET, and the container is recorded as a member of its group with the cookie as seen.
+//! A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
+//! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
+//! so members are recorded oldest first, by start time).
+//!
+//! The caller holds the state lock and wraps the call in one cache transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::engine::EngineError;
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::policy::{self, Action, Decision, Lifecycle};
+use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::runtime_state::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
+use crate::store::{Member, Store};
+
+/// One scanned root.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootScan {
+    /// Its layout.
+    pub kind: RuntimeKind,
+    /// The directory.
+    pub path: PathBuf,
+    /// Whether it exists (a missing default root is normal).
+    pub present: bool,
+    /// Container directories found in it.
+    pub containers: usize,
+}
+
+/// A container recorded in the cache.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rebuilt {
+    /// Container id.
+    pub id: String,
+    /// Group key.
+    pub group: String,
+    /// Init pid.
+    pub pid: Pid,
+    /// Cookie on the init now (`0x0`: none yet; the next ensure of the group gives it one).
+    pub cookie: String,
+    /// The root it was found in.
+    pub root: PathBuf,
+}
+
+/// A container not recorded, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// Container id (the directory name).
+    pub id: String,
+    /// The root it was found in.
+    pub root: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// A group whose live members hold more than one non-zero cookie.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conflict {
+    /// Group key.
+    pub group: String,
+    /// Distinct non-zero cookies, sorted.
+    pub cookies: Vec<String>,
+    /// Live members with the cookie each holds, oldest first.
+    pub members: Vec<(String, String)>,
+}
+
+/// What `rebuild` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    /// Roots scanned.
+    pub roots: Vec<RootScan>,
+    /// Containers recorded, oldest first.
+    pub members: Vec<Rebuilt>,
+    /// Containers not recorded.
+    pub skipped: Vec<Skipped>,
+    /// Groups with more than one cookie among live members (the next ensure converges them).
+    pub conflicts: Vec<Conflict>,
+}
+
+/// A live container and what the hook would decide for it.
+struct Candidate {
+    c: RuntimeContainer,
+    root: PathBuf,
+    decision: Decision,
+    task: TaskId,
+    cookie: Cookie,
+}
+
+/// Scans `roots` and records every running container as a member of its group. See the module
+/// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
+/// kernel without core scheduling.
+pub fn reload<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    roots: &[RuntimeRoot],
+    config: &Config,
+) -> Result<RebuildReport, EngineError> {
+    let mut report =
+        RebuildReport { roots: Vec::new(), members: Vec::new(), skipped: Vec::new(), conflicts: Vec::new() };
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut candidates = Vec::new();
+    for root in roots {
+        let mut scan = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
+        let dirs = match runtime_state::container_dirs(&root.path) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                report.roots.push(scan);
+                continue;
+            }
+            Err(reason) => {
+                scan.present = true;
+                report.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason });
+                report.roots.push(scan);
+                continue;
+            }
+        };
+        scan.present = true;
+        scan.containers = dirs.len();
+        report.roots.push(scan);
+        for (id, dir) in dirs {
+            let skip = |reason: String| Skipped { id: id.clone(), root: root.path.clone(), reason };
+            if let Some(first) = seen.get(&id) {
+                report.skipped.push(skip(format!("already found in {}", first.display())));
+                continue;
+            }
+            seen.insert(id.clone(), root.path.clone());
+            let parsed = match root.kind {
+                RuntimeKind::Runc => runtime_state::read_runc(&dir, &id),
+                RuntimeKind::Crun => runtime_state::read_crun(&dir, &id),
+            };
+            let c = match parsed {
+                Ok(c) => c,
+                Err(reason) => {
+                    report.skipped.push(skip(format!("unreadable: {reason}")));
+                    continue;
+                }
+            };
+            let pid = match Pid::try_from(c.pid) {
+                Ok(p) if p > 0 => p,
+                _ => {
+                    report.skipped.push(skip(format!("not running (pid {})", c.pid)));
+                    continue;
+                }
+            };
+            let task = match proc.task(pid) {
+                Ok(Some(t)) if t.start_time == c.start_time => t,
+                Ok(Some(_)) => {
+                    report.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
+                    continue;
+                }
+                Ok(None) => {
+                    report.skipped.push(skip(format!("dead: pid {pid} does not exist")));
+                    continue;
+                }
+                Err(e) => {
+                    report.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
+                    continue;
+                }
+            };
+            let input = policy::Input {
+                lifecycle: Lifecycle::Ensure,
+                container_id: &c.id,
+                pid: Some(c.pid),
+                annotations: &c.annotations,
+                cgroups_path: c.cgroups_path.as_deref(),
+            };
+            let mut decision = match policy::decide(&input, config) {
+                Ok(d) => d,
+                Err(e) => {
+                    report.skipped.push(skip(e.to_string()));
+                    continue;
+                }
+            };
+            // Pod and container names, as the hook records them (metrics labels only).
+            decision.pod = policy::PodLabels::from_annotations(&c.annotations);
+            if matches!(decision.action, Action::Skip | Action::Forget) {
+                report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
+                continue;
+            }
+            let cookie = match kernel.get(pid) {
+                Ok(c) => c,
+                Err(KernelError::NoSuchProcess(_)) => {
+                    report.skipped.push(skip(format!("dead: pid {pid} exited")));
+                    continue;
+                }
+                Err(e) if e.is_unsupported() => {
+                    return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
+                }
+                Err(e) => {
+                    report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
+                    continue;
+                }
+            };
+            if decision.action == Action::Clear {
+                let reason = if cookie == 0 {
+                    format!("{} (cookie 0, as it should be)", decision.reason)
+                } else {
+                    format!(
+                        "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
+                        decision.reason,
+                        CookieHex(cookie)
+                    )
+                };
+                // A cached row would put it in a group it must not be in.
+                if store.member(&c.id)?.is_some() {
+                    store.remove_member(&c.id)?;
+                }
+                report.skipped.push(skip(reason));
+                continue;
+            }
+            candidates.push(Candidate { c, root: root.path.clone(), decision, task, cookie });
+        }
+    }
+
+    // Oldest first, so that the cache's join order (which decides whose cookie wins when a group
+    // has two) follows the containers' age.
+    candidates.sort_by_key(|k| (k.task.start_time, k.task.pid));
+    let mut groups = BTreeSet::new();
+    for k in &candidates {
+        let group = k.decision.group.clone().unwrap_or_else(|| format!("container:{}", k.c.id));
+        let previous = store.member(&k.c.id)?;
+        let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
+        store.upsert_member(&Member {
+            cookie: k.cookie,
+            cgroup,
+            namespace: k.decision.namespace.clone(),
+            pod_name: k.decision.pod.name.clone(),
+            pod_uid: k.decision.pod.uid.clone(),
+            container_name: k.decision.pod.container_name.clone(),
+            ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
+        })?;
+        if let Some(old) = previous.filter(|p| p.group != group) {
+            store.drop_group_if_empty(&old.group)?;
+        }
+        log::info!(
+            "rebuild: container {} (pid {}) recorded in group {group} with cookie {}",
+            k.c.id,
+            k.task.pid,
+            CookieHex(k.cookie)
+        );
+        report.members.push(Rebuilt {
+            id: k.c.id.clone(),
+            group: group.clone(),
+            pid: k.task.pid,
+            cookie: CookieHex(k.cookie).to_string(),
+            root: k.root.clone(),
+        });
+        groups.insert(group);
+    }
+
+    // Groups whose live members (found now or cached before) disagree.
+    for group in groups {
+        let mut members = Vec::new();
+        for m in store.members(&group)? {
+            let id = TaskId { pid: m.pid, start_time: m.start_time };
+            if !proc.is_same(id).map_err(|source| EngineError::Proc { pid: m.pid, source })? {
+                continue;
+            }
+            if let Ok(cookie) = kernel.get(m.pid) {
+                members.push((m.container_id, cookie));
+            }
+        }
+        let cookies: BTreeSet<Cookie> = members.iter().map(|(_, c)| *c).filter(|c| *c != 0).collect();
+        if cookies.len() > 1 {
+            report.conflicts.push(Conflict {
+                group,
+                cookies: cookies.iter().map(|c| CookieHex(*c).to_string()).collect(),
+                members: members.into_iter().map(|(id, c)| (id, CookieHex(c).to_string())).collect(),
+            });
+        }
+    }
+    Ok(report)
+}
