@@ -18,7 +18,7 @@ use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::state;
 use oci_coresched_hook::statedir::StateDir;
-use oci_coresched_hook::store::Store;
+use oci_coresched_hook::store::{Labels, Store};
 
 const RUNC_STATE: &[u8] = include_bytes!("../tests/fixtures/states/runc-createRuntime.json");
 const RUNC_SPEC: &str = include_str!("../tests/fixtures/states/runc-config.json");
@@ -118,11 +118,7 @@ fn benches(c: &mut Criterion) {
                     container_id: "target".into(),
                     group: "default/g".into(),
                     pid: target,
-                    namespace: Some("default".into()),
-                    cgroup: None,
-                    pod_name: None,
-                    pod_uid: None,
-                    container_name: None,
+                    labels: Labels { namespace: Some("default".into()), ..Default::default() },
                 };
                 store.transaction(|s| Engine::new(&kernel, &proc, s).ensure(&req)).unwrap();
             },

@@ -26,7 +26,7 @@ use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::statedir::StateDir;
-use oci_coresched_hook::store::{Member, Store, StoreError};
+use oci_coresched_hook::store::{Labels, Member, Store, StoreError};
 
 const TRUE: &str = "/bin/true";
 /// Live members of the measured group.
@@ -256,11 +256,13 @@ impl World {
                 for i in 0..n {
                     s.upsert_member(&Member {
                         cookie: 0x5eed_0000_0000 + i as u64,
-                        cgroup: Some(format!("/kubepods/burstable/pod{i}/seed{i}")),
-                        namespace: Some("default".into()),
-                        pod_name: Some(format!("seed-{i}")),
-                        pod_uid: Some(format!("uid-{i}")),
-                        container_name: Some("app".into()),
+                        labels: Labels {
+                            cgroup: Some(format!("/kubepods/burstable/pod{i}/seed{i}")),
+                            namespace: Some("default".into()),
+                            pod_name: Some(format!("seed-{i}")),
+                            pod_uid: Some(format!("uid-{i}")),
+                            container_name: Some("app".into()),
+                        },
                         // Far above any pid_max: never alive, never touched (its group is never ensured).
                         ..Member::new(
                             format!("seed-{i:06}-0123456789abcdef0123456789abcdef0123456789abcdef"),

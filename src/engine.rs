@@ -11,7 +11,7 @@ use crate::procfs::Pid;
 
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::procfs::{ProcFs, TaskId};
-use crate::store::{Member, Store, StoreError};
+use crate::store::{Labels, Member, Store, StoreError};
 
 /// How many times a share is retried when its source member dies under it.
 const MAX_SOURCE_ATTEMPTS: usize = 4;
@@ -93,16 +93,8 @@ pub struct EnsureRequest {
     pub group: String,
     /// Container init pid.
     pub pid: Pid,
-    /// Pod namespace.
-    pub namespace: Option<String>,
-    /// Cgroup of the init.
-    pub cgroup: Option<String>,
-    /// Pod name, for metrics labels.
-    pub pod_name: Option<String>,
-    /// Pod uid, for metrics labels.
-    pub pod_uid: Option<String>,
-    /// Container name within the pod, for metrics labels.
-    pub container_name: Option<String>,
+    /// What the cache records besides the identity (cgroup, pod labels).
+    pub labels: Labels,
 }
 
 /// How the cookie was obtained.
@@ -271,11 +263,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             }
             self.store.upsert_member(&Member {
                 cookie,
-                cgroup: req.cgroup.clone(),
-                namespace: req.namespace.clone(),
-                pod_name: req.pod_name.clone(),
-                pod_uid: req.pod_uid.clone(),
-                container_name: req.container_name.clone(),
+                labels: req.labels.clone(),
                 ..Member::new(&req.container_id, &req.group, req.pid, target.start_time)
             })?;
             crate::fault::point("mid_write");

@@ -245,11 +245,7 @@ pub fn run<K: CoreSched>(
                 container_id: id.to_string(),
                 group: group.clone(),
                 pid,
-                namespace: decision.namespace.clone(),
-                cgroup: cgroup.clone(),
-                pod_name: decision.pod.name.clone(),
-                pod_uid: decision.pod.uid.clone(),
-                container_name: decision.pod.container_name.clone(),
+                labels: decision.labels(cgroup.clone()),
             };
             let sched_idle = decision.sched_idle;
             crate::timing::mark("state dir + /proc cgroup");

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::store::Labels;
 
 /// Our group annotation.
 pub const ANN_GROUP: &str = "oci-coresched-hook/group";
@@ -136,6 +137,20 @@ pub struct PodLabels {
     pub uid: Option<String>,
     /// Container name ([`CONTAINER_NAME`]).
     pub container_name: Option<String>,
+}
+
+impl Decision {
+    /// What the cache records for this container: its namespace and pod labels, with the init's
+    /// cgroup as `/proc` gives it. The hook and a reload both record through this.
+    pub fn labels(&self, cgroup: Option<String>) -> Labels {
+        Labels {
+            cgroup,
+            namespace: self.namespace.clone(),
+            pod_name: self.pod.name.clone(),
+            pod_uid: self.pod.uid.clone(),
+            container_name: self.pod.container_name.clone(),
+        }
+    }
 }
 
 impl PodLabels {

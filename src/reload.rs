@@ -233,11 +233,7 @@ pub fn reload<K: CoreSched>(
         let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
         store.upsert_member(&Member {
             cookie: k.cookie,
-            cgroup,
-            namespace: k.decision.namespace.clone(),
-            pod_name: k.decision.pod.name.clone(),
-            pod_uid: k.decision.pod.uid.clone(),
-            container_name: k.decision.pod.container_name.clone(),
+            labels: k.decision.labels(cgroup),
             ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
         })?;
         if let Some(old) = previous.filter(|p| p.group != group) {

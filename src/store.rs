@@ -123,6 +123,23 @@ fn is_corrupt(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
 }
 
+/// What the cache records about a container besides its identity and cookie: its cgroup (for
+/// `reconcile`) and its pod's labels (for `list` and metrics). The hook fills it from its decision
+/// and `/proc`, a reload from the runtime's state, and the engine stores it as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// Cgroup path of the init, relative to the cgroup mount.
+    pub cgroup: Option<String>,
+    /// Pod namespace.
+    pub namespace: Option<String>,
+    /// Pod name (`io.kubernetes.pod.name`), when known.
+    pub pod_name: Option<String>,
+    /// Pod uid (`io.kubernetes.pod.uid`), when known.
+    pub pod_uid: Option<String>,
+    /// Container name within its pod (`io.kubernetes.container.name`), when known.
+    pub container_name: Option<String>,
+}
+
 /// One container of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -136,28 +153,20 @@ pub struct Member {
     pub start_time: u64,
     /// Cookie seen at the last check.
     pub cookie: Cookie,
-    /// Cgroup path of the init, relative to the cgroup mount.
-    pub cgroup: Option<String>,
-    /// Pod namespace.
-    pub namespace: Option<String>,
+    /// Where it runs and who it is to people.
+    pub labels: Labels,
     /// Join order within the cache; the lowest live one is the group's oldest member.
     pub seq: i64,
     /// Unix time of joining.
     pub created_at: i64,
     /// Unix time of the last check.
     pub updated_at: i64,
-    /// Pod name (`io.kubernetes.pod.name`), when known.
-    pub pod_name: Option<String>,
-    /// Pod uid (`io.kubernetes.pod.uid`), when known.
-    pub pod_uid: Option<String>,
-    /// Container name within its pod (`io.kubernetes.container.name`), when known.
-    pub container_name: Option<String>,
 }
 
 impl Member {
     /// A member with no cookie, no cgroup, namespace or pod labels, and no join order or times
     /// yet (the cache assigns those on [`Store::upsert_member`]). Set the rest with struct update
-    /// syntax: `Member { cookie, ..Member::new(id, group, pid, start_time) }`.
+    /// syntax: `Member { cookie, labels, ..Member::new(id, group, pid, start_time) }`.
     pub fn new(container_id: impl Into<String>, group: impl Into<String>, pid: Pid, start_time: u64) -> Self {
         Self {
             container_id: container_id.into(),
@@ -165,14 +174,10 @@ impl Member {
             pid,
             start_time,
             cookie: 0,
-            cgroup: None,
-            namespace: None,
+            labels: Labels::default(),
             seq: 0,
             created_at: 0,
             updated_at: 0,
-            pod_name: None,
-            pod_uid: None,
-            container_name: None,
         }
     }
 }
@@ -379,14 +384,16 @@ impl Store {
             pid: r.get(2)?,
             start_time: r.get::<_, i64>(3)? as u64,
             cookie: r.get::<_, i64>(4)? as u64,
-            cgroup: r.get(5)?,
-            namespace: r.get(6)?,
+            labels: Labels {
+                cgroup: r.get(5)?,
+                namespace: r.get(6)?,
+                pod_name: r.get(10)?,
+                pod_uid: r.get(11)?,
+                container_name: r.get(12)?,
+            },
             seq: r.get(7)?,
             created_at: r.get(8)?,
             updated_at: r.get(9)?,
-            pod_name: r.get(10)?,
-            pod_uid: r.get(11)?,
-            container_name: r.get(12)?,
         })
     }
 
@@ -449,12 +456,12 @@ impl Store {
                     m.pid,
                     m.start_time as i64,
                     m.cookie as i64,
-                    m.cgroup,
-                    m.namespace,
+                    m.labels.cgroup,
+                    m.labels.namespace,
                     t,
-                    m.pod_name,
-                    m.pod_uid,
-                    m.container_name
+                    m.labels.pod_name,
+                    m.labels.pod_uid,
+                    m.labels.container_name
                 ])
             })
             .map_err(|e| self.err(e))?;

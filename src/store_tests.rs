@@ -8,11 +8,13 @@ use super::*;
 fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
     Member {
         cookie: 0x1000 + pid as u64,
-        cgroup: Some(format!("/kubepods/pod1/{id}")),
-        namespace: Some("tenant-a".into()),
-        pod_name: Some(format!("pod-{id}")),
-        pod_uid: Some(format!("uid-{id}")),
-        container_name: Some(format!("ctr-{id}")),
+        labels: Labels {
+            cgroup: Some(format!("/kubepods/pod1/{id}")),
+            namespace: Some("tenant-a".into()),
+            pod_name: Some(format!("pod-{id}")),
+            pod_uid: Some(format!("uid-{id}")),
+            container_name: Some(format!("ctr-{id}")),
+        },
         ..Member::new(id, group, pid, start_time)
     }
 }
@@ -140,14 +142,22 @@ fn upsert_and_members_in_join_order() {
     let got = s.member("a2").unwrap().unwrap();
     assert_eq!(got, a2);
     assert_eq!(
-        (&got.container_id, &got.group, got.pid, got.start_time, got.cookie, &got.cgroup, &got.namespace),
-        (&want.container_id, &want.group, want.pid, want.start_time, want.cookie, &want.cgroup, &want.namespace)
+        (&got.container_id, &got.group, got.pid, got.start_time, got.cookie, &got.labels.cgroup, &got.labels.namespace),
+        (
+            &want.container_id,
+            &want.group,
+            want.pid,
+            want.start_time,
+            want.cookie,
+            &want.labels.cgroup,
+            &want.labels.namespace
+        )
     );
     assert_eq!(
-        (&got.pod_name, &got.pod_uid, &got.container_name),
-        (&want.pod_name, &want.pod_uid, &want.container_name)
+        (&got.labels.pod_name, &got.labels.pod_uid, &got.labels.container_name),
+        (&want.labels.pod_name, &want.labels.pod_uid, &want.labels.container_name)
     );
-    assert_eq!(got.pod_name.as_deref(), Some("pod-a2"));
+    assert_eq!(got.labels.pod_name.as_deref(), Some("pod-a2"));
     assert!(got.created_at > 1_600_000_000 && got.updated_at >= got.created_at, "{got:?}");
 
     // The group rows exist, with zero counters.
@@ -164,16 +174,16 @@ fn full_range_values_round_trip() {
     let s = Store::open(&db_in(&dir)).unwrap();
     let mut m = member("c1", "ns-with-ünïcode/größe", i32::MAX, u64::MAX);
     m.cookie = 0xdead_beef_dead_beef; // above i64::MAX: stored as its two's complement
-    m.cgroup = None;
-    m.namespace = None;
-    m.pod_name = None;
-    m.pod_uid = None;
-    m.container_name = Some("we\"ird\\ ünï\ncode".into());
+    m.labels.cgroup = None;
+    m.labels.namespace = None;
+    m.labels.pod_name = None;
+    m.labels.pod_uid = None;
+    m.labels.container_name = Some("we\"ird\\ ünï\ncode".into());
     let got = s.upsert_member(&m).unwrap();
     assert_eq!((got.pid, got.start_time, got.cookie), (i32::MAX, u64::MAX, 0xdead_beef_dead_beef));
-    assert_eq!((got.cgroup, got.namespace), (None, None));
-    assert_eq!((got.pod_name, got.pod_uid), (None, None));
-    assert_eq!(got.container_name.as_deref(), Some("we\"ird\\ ünï\ncode"));
+    assert_eq!((got.labels.cgroup, got.labels.namespace), (None, None));
+    assert_eq!((got.labels.pod_name, got.labels.pod_uid), (None, None));
+    assert_eq!(got.labels.container_name.as_deref(), Some("we\"ird\\ ünï\ncode"));
     assert_eq!(s.members("ns-with-ünïcode/größe").unwrap().len(), 1);
     s.set_cookie("c1", u64::MAX).unwrap();
     assert_eq!(s.member("c1").unwrap().unwrap().cookie, u64::MAX);
@@ -189,9 +199,12 @@ fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
     // Same container, group, pid and start time: the same join (cookie and paths may change).
     let mut again = member("a1", "web", 101, 11);
     again.cookie = 0x77;
-    again.cgroup = Some("/moved".into());
+    again.labels.cgroup = Some("/moved".into());
     let r = s.upsert_member(&again).unwrap();
-    assert_eq!((r.seq, r.created_at, r.cookie, r.cgroup.as_deref()), (a1.seq, a1.created_at, 0x77, Some("/moved")));
+    assert_eq!(
+        (r.seq, r.created_at, r.cookie, r.labels.cgroup.as_deref()),
+        (a1.seq, a1.created_at, 0x77, Some("/moved"))
+    );
     assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2"]);
 
     // A group change is a new join: a seq after everyone's, and it leaves the old group's list.
@@ -382,13 +395,13 @@ fn reupsert_updates_pod_labels() {
     let s = Store::open(&db_in(&dir)).unwrap();
     let first = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
     let mut m = member("a1", "web", 101, 11);
-    m.pod_name = Some("renamed".into());
-    m.pod_uid = None;
+    m.labels.pod_name = Some("renamed".into());
+    m.labels.pod_uid = None;
     let again = s.upsert_member(&m).unwrap();
     assert_eq!(again.seq, first.seq);
-    assert_eq!(again.pod_name.as_deref(), Some("renamed"));
-    assert_eq!(again.pod_uid, None);
-    assert_eq!(again.container_name.as_deref(), Some("ctr-a1"));
+    assert_eq!(again.labels.pod_name.as_deref(), Some("renamed"));
+    assert_eq!(again.labels.pod_uid, None);
+    assert_eq!(again.labels.container_name.as_deref(), Some("ctr-a1"));
 }
 
 #[test]
@@ -466,11 +479,21 @@ fn v1_cache_is_migrated_in_place() {
     assert_eq!(ids(&all), ["a1", "a2", "b1"]);
     let a1 = &all[0];
     assert_eq!(
-        (a1.group.as_str(), a1.pid, a1.start_time, a1.cookie, a1.cgroup.as_deref(), a1.namespace.as_deref()),
+        (
+            a1.group.as_str(),
+            a1.pid,
+            a1.start_time,
+            a1.cookie,
+            a1.labels.cgroup.as_deref(),
+            a1.labels.namespace.as_deref()
+        ),
         ("tenant-a/web", 101, 11, 4096, Some("/kubepods/a1"), Some("tenant-a"))
     );
     assert_eq!((a1.seq, a1.created_at, a1.updated_at), (1, 1_700_000_000, 1_700_000_005));
-    assert!(all.iter().all(|m| m.pod_name.is_none() && m.pod_uid.is_none() && m.container_name.is_none()));
+    assert!(
+        all.iter()
+            .all(|m| m.labels.pod_name.is_none() && m.labels.pod_uid.is_none() && m.labels.container_name.is_none())
+    );
     assert_eq!(
         s.groups().unwrap().iter().map(|g| (g.key.as_str(), g.ok, g.failed)).collect::<Vec<_>>(),
         [("tenant-a/web", 3, 1), ("tenant-b/db", 1, 0)]
@@ -480,14 +503,14 @@ fn v1_cache_is_migrated_in_place() {
     // The new columns work, and join order continues after the v1 rows.
     let a3 = s.upsert_member(&member("a3", "tenant-a/web", 103, 13)).unwrap();
     assert_eq!(a3.seq, 4);
-    assert_eq!(a3.pod_name.as_deref(), Some("pod-a3"));
+    assert_eq!(a3.labels.pod_name.as_deref(), Some("pod-a3"));
     drop(s);
 
     // Reopening a migrated cache is a plain open.
     let s = Store::open(&path).unwrap();
     assert_eq!(s.quarantined, None);
     assert_eq!(pragma::<i32>(&s, "user_version"), SCHEMA_VERSION);
-    assert_eq!(s.member("a3").unwrap().unwrap().container_name.as_deref(), Some("ctr-a3"));
+    assert_eq!(s.member("a3").unwrap().unwrap().labels.container_name.as_deref(), Some("ctr-a3"));
     assert_eq!(s.all_members().unwrap().len(), 4);
 }
 

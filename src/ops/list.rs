@@ -53,11 +53,11 @@ pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> anyhow::R
             views.push(MemberView {
                 id: m.container_id.clone(),
                 pid: m.pid,
-                namespace: m.namespace.clone(),
+                namespace: m.labels.namespace.clone(),
                 live,
                 cookie_cached: CookieHex(m.cookie).to_string(),
                 cookie_now: now.map(|c| CookieHex(c).to_string()),
-                cgroup: m.cgroup.clone(),
+                cgroup: m.labels.cgroup.clone(),
             });
         }
         let mut cookies: Vec<&String> =

@@ -95,7 +95,7 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
         let hex = CookieHex(cookie).to_string();
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
         let (pod_name, pod_ns, pod_uid, cname) =
-            (opt(&m.pod_name), opt(&m.namespace), opt(&m.pod_uid), opt(&m.container_name));
+            (opt(&m.labels.pod_name), opt(&m.labels.namespace), opt(&m.labels.pod_uid), opt(&m.labels.container_name));
         sample(
             &mut out,
             "container_core_sched_cookie",
@@ -203,15 +203,18 @@ mod tests {
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
     use crate::procfs::Pid;
-    use crate::store::Member;
+    use crate::store::{Labels, Member};
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
         Member {
             cookie,
-            namespace: Some("tenant-a".into()),
-            pod_name: Some(format!("pod-{id}")),
-            pod_uid: Some(format!("uid-{id}")),
-            container_name: Some(format!("ctr-{id}")),
+            labels: Labels {
+                namespace: Some("tenant-a".into()),
+                pod_name: Some(format!("pod-{id}")),
+                pod_uid: Some(format!("uid-{id}")),
+                container_name: Some(format!("ctr-{id}")),
+                ..Default::default()
+            },
             ..Member::new(id, group, pid, start_time)
         }
     }
@@ -243,10 +246,10 @@ mod tests {
         store.upsert_member(&member("a1", "tenant-a/web", 100, 10, 0x1)).unwrap();
         store.upsert_member(&member("a2", "tenant-a/web", 101, 11, web)).unwrap();
         let mut odd = member("b1", "tenant-a/pod:sb\"1", 200, 20, 0xdead_beef_dead_beef);
-        odd.pod_name = Some("we\"ird\\na\nme".into());
-        odd.pod_uid = None;
-        odd.container_name = None;
-        odd.namespace = None;
+        odd.labels.pod_name = Some("we\"ird\\na\nme".into());
+        odd.labels.pod_uid = None;
+        odd.labels.container_name = None;
+        odd.labels.namespace = None;
         store.upsert_member(&odd).unwrap();
         store.upsert_member(&member("dead", "tenant-a/web", 150, 15, web)).unwrap();
         store.upsert_member(&member("reused", "tenant-b/gone", 300, 30, 0x77)).unwrap();
@@ -570,7 +573,7 @@ print(json.dumps(out))
         let store = Store::open(&sd.join("cache.db")).unwrap();
         let m = store.member("c1").unwrap().unwrap();
         assert_eq!(
-            (m.pod_name.as_deref(), m.pod_uid.as_deref(), m.container_name.as_deref()),
+            (m.labels.pod_name.as_deref(), m.labels.pod_uid.as_deref(), m.labels.container_name.as_deref()),
             (Some("web-0"), Some("u1"), Some("app"))
         );
         let text = render(&store, &kernel, &proc).unwrap();

@@ -116,10 +116,10 @@ fn running_containers_are_recorded_with_their_cookies_and_groups() {
     assert_eq!(cached[1].pid, 200);
     assert_eq!(cached[1].start_time, 2000);
     assert_eq!(cached[1].cookie, 0x5eed_0000_0040);
-    assert_eq!(cached[1].cgroup.as_deref(), Some("/kubepods/burstable/pod1/r2"));
-    assert_eq!(cached[1].namespace.as_deref(), Some("default"));
-    assert_eq!(cached[1].pod_name.as_deref(), Some("web-0"));
-    assert_eq!(cached[1].container_name.as_deref(), Some("web"));
+    assert_eq!(cached[1].labels.cgroup.as_deref(), Some("/kubepods/burstable/pod1/r2"));
+    assert_eq!(cached[1].labels.namespace.as_deref(), Some("default"));
+    assert_eq!(cached[1].labels.pod_name.as_deref(), Some("web-0"));
+    assert_eq!(cached[1].labels.container_name.as_deref(), Some("web"));
     assert!(w.store.member("cnone").unwrap().is_none());
 
     let text = render(&r);

@@ -160,7 +160,7 @@ struct LiveMember<'m> {
 fn owned_by(pid_cg: &str, group: &str, live: &[LiveMember<'_>]) -> bool {
     let containing: Vec<(&str, &str)> = live
         .iter()
-        .filter_map(|l| l.member.cgroup.as_deref().map(|c| (c.trim_end_matches('/'), l.member.group.as_str())))
+        .filter_map(|l| l.member.labels.cgroup.as_deref().map(|c| (c.trim_end_matches('/'), l.member.group.as_str())))
         .filter(|(c, _)| !c.is_empty() && cgroup::within(pid_cg, c))
         .collect();
     let Some(best) = containing.iter().map(|(c, _)| c.len()).max() else { return false };
@@ -187,7 +187,7 @@ pub fn reconcile<K: CoreSched>(
             pid: m.pid,
             status: MemberStatus::Checked,
             cookie: None,
-            cgroup: m.cgroup.clone(),
+            cgroup: m.labels.cgroup.clone(),
             processes: 0,
             fixed: Vec::new(),
             exited: Vec::new(),
@@ -229,7 +229,7 @@ pub fn reconcile<K: CoreSched>(
     for l in &live {
         let m = l.member;
         let r = reports.iter_mut().find(|r| r.id == m.container_id).expect("every member has a report");
-        let Some(cg) = m.cgroup.as_deref() else {
+        let Some(cg) = m.labels.cgroup.as_deref() else {
             r.status = MemberStatus::NoCgroup;
             continue;
         };
@@ -239,7 +239,8 @@ pub fn reconcile<K: CoreSched>(
         };
         let cg_norm = cg.trim_end_matches('/');
         if live.iter().any(|o| {
-            o.member.group != m.group && o.member.cgroup.as_deref().map(|c| c.trim_end_matches('/')) == Some(cg_norm)
+            o.member.group != m.group
+                && o.member.labels.cgroup.as_deref().map(|c| c.trim_end_matches('/')) == Some(cg_norm)
         }) {
             r.status = MemberStatus::SharedCgroup;
             continue;

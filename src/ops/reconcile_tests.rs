@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::engine::EnsureRequest;
 use crate::ops::test_world::World;
+use crate::store::Labels;
 
 impl World {
     fn cg_root(&self) -> PathBuf {
@@ -29,11 +30,7 @@ impl World {
             container_id: id.into(),
             group: group.into(),
             pid,
-            namespace: None,
-            cgroup: self.proc.cgroup(pid).unwrap(),
-            pod_name: None,
-            pod_uid: None,
-            container_name: None,
+            labels: Labels { cgroup: self.proc.cgroup(pid).unwrap(), ..Default::default() },
         };
         Engine::new(&self.kernel, &self.proc, &self.store).ensure(&req).unwrap().cookie
     }

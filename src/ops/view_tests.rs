@@ -3,7 +3,7 @@
 use crate::kernel::fake::{FakeKernel, FakeProc};
 use crate::kernel::{CoreSched, Scope};
 use crate::procfs::Pid;
-use crate::store::{Member, Store};
+use crate::store::{Labels, Member, Store};
 
 struct Seeded {
     _dir: tempfile::TempDir,
@@ -15,8 +15,7 @@ struct Seeded {
 fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
     Member {
         cookie,
-        cgroup: Some(format!("/{id}")),
-        namespace: Some("tenant-a".into()),
+        labels: Labels { cgroup: Some(format!("/{id}")), namespace: Some("tenant-a".into()), ..Default::default() },
         ..Member::new(id, group, pid, start_time)
     }
 }

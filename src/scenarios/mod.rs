@@ -228,7 +228,7 @@ fn sched_idle_is_written_for_its_class(w: &mut World) {
     std::fs::write(dir.join("cpu.idle"), "0").unwrap();
     ensured(w.create_runtime("c1", pid, &[(GROUP, "batch"), ("koordinator.sh/qosClass", "BE")]));
     assert_eq!(std::fs::read_to_string(dir.join("cpu.idle")).unwrap(), "1");
-    assert_eq!(w.member("c1").unwrap().cgroup.as_deref(), Some(cg.as_str()));
+    assert_eq!(w.member("c1").unwrap().labels.cgroup.as_deref(), Some(cg.as_str()));
 }
 
 /// `cpu.idle` cannot be written (cgroup v1, a cgroup without the cpu controller, Linux before
