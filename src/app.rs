@@ -1,28 +1,21 @@
 //! The commands behind the CLI: loads the config, sets up logging, runs a command and maps the
-//! result to an exit code (see [`crate::cli::EXIT_CODES`]). Errors are printed once, here.
+//! result to an [`ExitCode`] ([`crate::exit_codes`]). Errors are printed once, here.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::Context;
 
 use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
+use crate::exit_codes::ExitCode;
 use crate::hook::{self, Done, Paths};
 use crate::kernel::{self, CookieHex};
 use crate::logging;
 use crate::policy::Action;
 use crate::procfs::ProcFs;
 use crate::state::{self, State};
-
-/// Done, or failed open.
-pub const EXIT_OK: u8 = 0;
-/// Failed (fail-closed, or a manual command failed).
-pub const EXIT_FAILED: u8 = 1;
-/// Usage error or unreadable input for a manual command.
-pub const EXIT_USAGE: u8 = 2;
 
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
@@ -56,6 +49,19 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<State> {
     }
 }
 
+/// The whole program: parses the command line, runs it, and returns how it ended (`main`'s one
+/// exit point). A usage error is clap's message and [`ExitCode::Usage`]; `--help` and `--version`
+/// print and succeed.
+pub fn main() -> ExitCode {
+    match Cli::from_env() {
+        Ok(cli) => run(cli),
+        Err(e) => {
+            let _ = e.print();
+            if e.use_stderr() { ExitCode::Usage } else { ExitCode::Success }
+        }
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let code = run_command(cli);
@@ -72,7 +78,7 @@ fn run_command(cli: Cli) -> ExitCode {
         eprintln!(
             "oci-coresched-hook: error: invalid log level {level_name:?}: expected off, error, warn, info, debug or trace"
         );
-        return ExitCode::from(EXIT_USAGE);
+        return ExitCode::Usage;
     };
     let is_hook = matches!(cli.command, Command::Hook { .. });
     if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
@@ -87,14 +93,14 @@ fn run_command(cli: Cli) -> ExitCode {
             ) =>
         {
             print_error(&e.into());
-            return ExitCode::from(EXIT_USAGE);
+            return ExitCode::Usage;
         }
         other => other,
     };
     match &cli.command {
         Command::Completions { shell } => {
             crate::docs::completions(*shell, &mut std::io::stdout().lock());
-            ExitCode::from(EXIT_OK)
+            ExitCode::Success
         }
         Command::Man { out_dir } => finish(match out_dir {
             Some(dir) => crate::docs::man_pages(dir)
@@ -116,7 +122,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Explain { stage, state } => {
             if let Some(e) = config_error {
                 print_error(&e.into());
-                return ExitCode::from(EXIT_USAGE);
+                return ExitCode::Usage;
             }
             let result = read_input(state.as_deref()).and_then(|s| Ok(hook::decide(&s, *stage, &config)?));
             match result {
@@ -124,11 +130,11 @@ fn run_command(cli: Cli) -> ExitCode {
                     let mut out = std::io::stdout().lock();
                     let _ = serde_json::to_writer(&mut out, &d);
                     let _ = writeln!(out);
-                    ExitCode::from(EXIT_OK)
+                    ExitCode::Success
                 }
                 Err(e) => {
                     print_error(&e);
-                    ExitCode::from(EXIT_USAGE)
+                    ExitCode::Usage
                 }
             }
         }
@@ -147,7 +153,7 @@ fn run_hook(
         Ok(s) => s,
         Err(e) if manual => {
             print_error(&e);
-            return ExitCode::from(EXIT_USAGE);
+            return ExitCode::Usage;
         }
         Err(e) => return fail(config, e),
     };
@@ -159,7 +165,7 @@ fn run_hook(
         Ok(d) => d,
         Err(e) if manual => {
             print_error(&e.into());
-            return ExitCode::from(EXIT_USAGE);
+            return ExitCode::Usage;
         }
         Err(e) => return fail(config, e.into()),
     };
@@ -182,13 +188,13 @@ fn run_hook(
                 Done::EnsuredThenFailed { outcome, error } => {
                     failed_after_ensure(config, manual, &decision, &outcome, error)
                 }
-                _ => ExitCode::from(EXIT_OK),
+                _ => ExitCode::Success,
             }
         }
         Err(e) if manual => {
             // A manual run has no container to protect: show the failure, whatever fail_closed says.
             print_error(&e.into());
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::Failure
         }
         Err(e) => fail(config, e.into()),
     }
@@ -242,35 +248,35 @@ fn failed_after_ensure(
     let err = anyhow::Error::new(error).context(format!("container {}", d.container_id));
     if manual || config.fail_closed {
         print_error(&err);
-        return ExitCode::from(EXIT_FAILED);
+        return ExitCode::Failure;
     }
     log::warn!(
         "{err:#} (failing open: it keeps cookie {} of group {}, without cpu.idle; set fail_closed = true to refuse it)",
         CookieHex(outcome.cookie),
         d.group.as_deref().unwrap_or("-")
     );
-    ExitCode::from(EXIT_OK)
+    ExitCode::Success
 }
 
 /// Applies the failure policy: fail closed → exit 1; fail open → log and exit 0.
 fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
     if config.fail_closed {
         print_error(&err);
-        ExitCode::from(EXIT_FAILED)
+        ExitCode::Failure
     } else {
         log::warn!(
             "{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)"
         );
-        ExitCode::from(EXIT_OK)
+        ExitCode::Success
     }
 }
 
 fn finish(r: anyhow::Result<()>) -> ExitCode {
     match r {
-        Ok(()) => ExitCode::from(EXIT_OK),
+        Ok(()) => ExitCode::Success,
         Err(e) => {
             print_error(&e);
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::Failure
         }
     }
 }

@@ -14,17 +14,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::hook::Stage;
 use crate::statedir::DEFAULT_STATE_DIR;
 
-/// Exit codes, shown in `--help`.
-pub const EXIT_CODES: &str = "\
-Exit codes:
-  0  done, or failed open (the error is logged and the container starts)
-  1  failed: fail_closed is set (the runtime refuses the container), or a manual command
-     (including `hook --state FILE`) failed
-  2  usage error, or unreadable input (state, config) for a manual command";
-
 /// Gives containers Linux core-scheduling cookies by group, as an OCI runtime hook.
 #[derive(Debug, Parser)]
-#[command(name = "oci-coresched-hook", version, about, after_help = EXIT_CODES)]
+#[command(name = "oci-coresched-hook", version, about, after_help = crate::exit_codes::HELP)]
 pub struct Cli {
     /// Config file [default: /etc/oci-coresched-hook/config.toml; a missing default file means defaults]
     #[arg(long, global = true, value_name = "FILE")]
@@ -44,13 +36,17 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Parses the process's command line (exits with clap's message on a usage error).
-    pub fn from_env() -> Self {
+    /// Parses the process's command line. `Err` is clap's usage error, or its `--help` /
+    /// `--version` text, for [`crate::app::main`] to print and exit with.
+    pub fn from_env() -> Result<Self, clap::Error> {
         crate::timing::mark("start");
         let args: Vec<OsString> = std::env::args_os().collect();
-        let cli = Self::parse_hook_fast(&args).unwrap_or_else(|| Self::parse_from(args));
+        let cli = match Self::parse_hook_fast(&args) {
+            Some(cli) => cli,
+            None => Self::try_parse_from(args)?,
+        };
         crate::timing::mark("command line");
-        cli
+        Ok(cli)
     }
 
     /// The hook invocation exactly as clap would parse it, or `None` for anything else (another

@@ -11,6 +11,7 @@ pub mod config;
 pub mod docs;
 pub mod engine;
 pub mod error;
+pub mod exit_codes;
 pub mod fault;
 pub mod hook;
 pub mod kernel;

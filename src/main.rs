@@ -1,8 +1,7 @@
-//! `oci-coresched-hook`: parse the command line and hand it to the library. Exit codes are in
-//! `--help` and the README: 0 done (or failed open), 1 failed, 2 usage or unreadable input.
+//! `oci-coresched-hook`: hands the process to the library and exits with what it returns, the
+//! one exit point. The codes are `exit_codes.rs`'s (in `--help` and the README): 0 done (or failed
+//! open), 1 failed, 2 usage or unreadable input.
 
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    oci_coresched_hook::app::run(oci_coresched_hook::cli::Cli::from_env())
+fn main() -> std::process::ExitCode {
+    oci_coresched_hook::app::main().into()
 }

@@ -137,3 +137,29 @@ fn a_missing_state_dir_is_an_empty_cache() {
     }
     check!(env, !env.path("not").exists(), "a read-only command created the state dir");
 }
+
+/// The one exit point maps clap's outcomes too: `--help` and `--version` print and exit 0, a usage
+/// error prints clap's message and exits 2, and the help text lists the codes the README lists.
+#[test]
+fn help_version_and_usage_errors_exit_with_the_documented_codes() {
+    let env = TestEnv::new("exit-codes");
+    for (args, want, stream_has) in [
+        (&["--help"][..], 0, "Exit codes:"),
+        (&["--version"][..], 0, "oci-coresched-hook "),
+        (&["list", "--help"][..], 0, "Usage:"),
+        (&["frobnicate"][..], 2, "unrecognized subcommand"),
+        (&["list", "--no-such-flag"][..], 2, "unexpected argument"),
+        (&["hook", "--stage", "sideways"][..], 2, "invalid value"),
+    ] {
+        let out = env.hook(args);
+        check_eq!(env, out.code(), Some(want), "{args:?}: exit code");
+        let text = if want == 0 { &out.stdout } else { &out.stderr };
+        check!(env, text.contains(stream_has), "{args:?}: {stream_has:?} missing from {text:?}");
+    }
+    let help = env.hook(&["--help"]).stdout;
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for code in ["0", "1", "2"] {
+        check!(env, help.contains(&format!("\n  {code}  ")), "--help does not list exit code {code}");
+        check!(env, readme.contains(&format!("\n| {code} | ")), "README does not list exit code {code}");
+    }
+}
