@@ -1,0 +1,142 @@
+//! The layering rules ARCHITECTURE.md states, checked on the source itself (issue 15, seams), so
+//! that a later change cannot quietly bring a seam back:
+//!
+//! * the top-level modules' `crate::` references (production code: no `*_tests.rs`, no
+//!   `#[cfg(test)] mod tests`, no `scenarios/`) form no cycle;
+//! * nothing below the operator commands (`app`, `commands`, `ops`, `cli`, `docs`) names them;
+//! * exactly one file calls `prctl`;
+//! * ARCHITECTURE.md's module map names every module.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const OPERATOR_LAYER: [&str; 5] = ["app", "commands", "ops", "cli", "docs"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file below `dir`, as (path relative to `src/`, text).
+fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+            out.push((rel, std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+}
+
+/// The production part of a file: without its inline test module and without comments.
+fn production(text: &str) -> String {
+    let text = text.find("#[cfg(test)]\nmod tests").map_or(text, |i| &text[..i]);
+    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// The names after each `crate::`, including those in `use crate::{a, b::c}`.
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    let mut refs = BTreeSet::new();
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            for item in group.split(',') {
+                let name: String = item.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                refs.insert(name);
+            }
+        } else {
+            refs.insert(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
+        }
+    }
+    refs.retain(|r| !r.is_empty());
+    refs
+}
+
+/// Top-level module → the top-level modules its production code names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in &files {
+        if rel.ends_with("_tests.rs") || rel.starts_with("scenarios") || rel == "main.rs" || rel == "lib.rs" {
+            continue;
+        }
+        let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+        let mut refs = crate_refs(&production(text));
+        refs.remove(&top);
+        g.entry(top).or_default().extend(refs);
+    }
+    let known: BTreeSet<String> = g.keys().cloned().collect();
+    for deps in g.values_mut() {
+        deps.retain(|d| known.contains(d));
+    }
+    g
+}
+
+fn reaches(g: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![from.to_string()];
+    while let Some(m) = stack.pop() {
+        for d in g.get(&m).into_iter().flatten() {
+            if d == to {
+                return true;
+            }
+            if seen.insert(d.clone()) {
+                stack.push(d.clone());
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn module_graph_has_no_cycle() {
+    let g = graph();
+    assert!(g.len() > 15 && g["hook"].contains("engine"), "the module scan found too little: {g:?}");
+    let mut cycles = Vec::new();
+    for a in g.keys() {
+        for b in g.keys().filter(|b| *b > a) {
+            if reaches(&g, a, b) && reaches(&g, b, a) {
+                cycles.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "modules that reach each other: {cycles:?}\ngraph: {g:#?}");
+}
+
+#[test]
+fn nothing_below_the_operator_commands_names_them() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in g.iter().filter(|(m, _)| !OPERATOR_LAYER.contains(&m.as_str())) {
+        for d in deps.iter().filter(|d| OPERATOR_LAYER.contains(&d.as_str())) {
+            wrong.push(format!("{m} -> {d}"));
+        }
+    }
+    assert!(wrong.is_empty(), "a lower layer names an operator command module: {wrong:?}");
+}
+
+#[test]
+fn exactly_one_file_calls_prctl() {
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let callers: Vec<&str> = files
+        .iter()
+        .filter(|(_, text)| production(text).contains("libc::prctl("))
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert_eq!(callers, ["kernel/linux.rs"]);
+}
+
+#[test]
+fn architecture_md_maps_every_module() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let missing: Vec<String> = graph()
+        .keys()
+        .filter(|m| !doc.contains(&format!("`{m}.rs`")) && !doc.contains(&format!("`{m}/`")))
+        .cloned()
+        .collect();
+    assert!(missing.is_empty(), "ARCHITECTURE.md's module map lacks {missing:?}");
+}
