@@ -16,6 +16,7 @@ use crate::logging;
 use crate::policy::Action;
 use crate::procfs::ProcFs;
 use crate::state::{self, State};
+use crate::statedir_choice::{self, ThisProcess};
 
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
@@ -108,16 +109,16 @@ fn run_command(cli: Cli) -> ExitCode {
                 .with_context(|| format!("failed to write man pages to {}", dir.display())),
             None => crate::docs::man(&mut std::io::stdout().lock()).context("failed to write the man page"),
         }),
-        Command::Inspect { pid, json } => finish(commands::inspect(&cli.state_dir, &config, *pid, *json)),
-        Command::List { json } => finish(commands::list(&cli.state_dir, &config, *json)),
-        Command::Gc { json } => finish(commands::gc(&cli.state_dir, &config, *json)),
+        Command::Inspect { pid, json } => in_state_dir(&cli, |d| commands::inspect(d, &config, *pid, *json)),
+        Command::List { json } => in_state_dir(&cli, |d| commands::list(d, &config, *json)),
+        Command::Gc { json } => in_state_dir(&cli, |d| commands::gc(d, &config, *json)),
         Command::Reconcile { dry_run, once: _, interval, json } => {
-            finish(commands::reconcile(&cli.state_dir, &config, *dry_run, *interval, *json))
+            in_state_dir(&cli, |d| commands::reconcile(d, &config, *dry_run, *interval, *json))
         }
         Command::Rebuild { runc_root, crun_root, json } => {
-            finish(commands::rebuild(&cli.state_dir, &config, runc_root, crun_root, *json))
+            in_state_dir(&cli, |d| commands::rebuild(d, &config, runc_root, crun_root, *json))
         }
-        Command::Metrics { output } => finish(commands::metrics(&cli.state_dir, &config, output.as_ref())),
+        Command::Metrics { output } => in_state_dir(&cli, |d| commands::metrics(d, &config, output.as_ref())),
         Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Command::Explain { stage, state } => {
             if let Some(e) = config_error {
@@ -176,9 +177,22 @@ fn run_hook(
     } else {
         log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
     }
+    let state_dir = match statedir_choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
+        Ok(dir) => dir,
+        // A skip never opens the state dir.
+        Err(_) if decision.action == Action::Skip => PathBuf::new(),
+        Err(e) => {
+            let err = anyhow::Error::new(e).context(format!("container {}", decision.container_id));
+            if manual {
+                print_error(&err);
+                return ExitCode::Failure;
+            }
+            return fail(config, err);
+        }
+    };
     let proc = ProcFs::default();
     let cgroup_root = crate::cgroup::root();
-    let paths = Paths { state_dir: &cli.state_dir, proc: &proc, cgroup_root: &cgroup_root };
+    let paths = Paths { state_dir: &state_dir, proc: &proc, cgroup_root: &cgroup_root };
     let result = hook::run(&decision, config, &paths, &kernel::system());
     crate::timing::mark("cache close + unlock");
     match result {
@@ -269,6 +283,17 @@ fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
         );
         ExitCode::Success
     }
+}
+
+/// Runs an operator command in the state dir that `--state-dir` names or
+/// [`statedir_choice::choose`] picks (the hook's rule, so that a rootless user finds the cache
+/// their containers' hooks wrote).
+fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitCode {
+    finish(
+        statedir_choice::choose(cli.state_dir.as_deref(), &ThisProcess)
+            .map_err(anyhow::Error::from)
+            .and_then(|d| f(&d)),
+    )
 }
 
 fn finish(r: anyhow::Result<()>) -> ExitCode {

@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::hook::Stage;
-use crate::statedir::DEFAULT_STATE_DIR;
 
 /// Gives containers Linux core-scheduling cookies by group, as an OCI runtime hook.
 #[derive(Debug, Parser)]
@@ -22,9 +21,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// State directory holding the lock and the cache
-    #[arg(long, global = true, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
-    pub state_dir: PathBuf,
+    /// State directory holding the lock and the cache [default: /run/oci-coresched-hook for root;
+    /// for other users (rootless podman) $XDG_RUNTIME_DIR/oci-coresched-hook, else
+    /// /run/user/UID/oci-coresched-hook]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 
     /// Log level: off, error, warn, info, debug, trace [default: from the config, else info]
     #[arg(long, global = true, value_name = "LEVEL")]
@@ -99,7 +100,7 @@ impl Cli {
         };
         Some(Self {
             config: config.map(PathBuf::from),
-            state_dir: PathBuf::from(state_dir.unwrap_or(DEFAULT_STATE_DIR)),
+            state_dir: state_dir.map(PathBuf::from),
             log_level: log_level.map(str::to_string),
             command: Command::Hook { stage, state: state.map(PathBuf::from) },
         })

@@ -23,6 +23,7 @@ pub mod reload;
 pub mod runtime_state;
 pub mod state;
 pub mod statedir;
+pub mod statedir_choice;
 pub mod store;
 pub mod timing;
 
