@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod rootless;
 mod skip;
 pub use skip::skip;
 
@@ -83,6 +84,8 @@ pub enum Need {
     Unshare,
     /// A statically linked busybox for the rootfs.
     BusyboxStatic,
+    /// `newuidmap` and `newgidmap`, for rootless podman.
+    Uidmap,
 }
 
 impl Need {
@@ -94,6 +97,7 @@ impl Need {
             Need::Podman => "podman",
             Need::Unshare => "unshare",
             Need::BusyboxStatic => "busybox (static)",
+            Need::Uidmap => "newuidmap",
         }
     }
 
@@ -105,6 +109,7 @@ impl Need {
             Need::Podman => "podman",
             Need::Unshare => "util-linux",
             Need::BusyboxStatic => "busybox-static",
+            Need::Uidmap => "uidmap",
         }
     }
 
@@ -117,6 +122,7 @@ impl Need {
             Need::Podman => which("podman").is_some() && which("conmon").is_some(),
             Need::Unshare => which("unshare").is_some(),
             Need::BusyboxStatic => static_busybox().is_some(),
+            Need::Uidmap => which("newuidmap").is_some() && which("newgidmap").is_some(),
         }
     }
 
