@@ -22,16 +22,17 @@ use serde_json::Value;
 /// environment within `ARG_MAX`, 2 MiB, plus 256 KiB of Kubernetes annotations).
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Why a `config.json` could not be used. Each message names the file once and says the cause
-/// once (no `#[source]`: the message already ends with it, and `{:#}` would print it twice).
+/// Why a `config.json` could not be used. Each message names the file once; the cause is the
+/// `#[source]`, said once by [`crate::error::Chain`] or `{:#}`.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     /// Opening or reading the file failed.
-    #[error("failed to read bundle config {path}: {cause}")]
+    #[error("failed to read bundle config {path}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: std::io::Error,
     },
     /// More than [`MAX_CONFIG_BYTES`].
@@ -41,11 +42,12 @@ pub enum BundleError {
         path: PathBuf,
     },
     /// Not JSON, or not a JSON object.
-    #[error("failed to parse bundle config {path}: {cause}")]
+    #[error("failed to parse bundle config {path}")]
     Json {
         /// The file.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: serde_json::Error,
     },
     /// A field we use has the wrong type.

@@ -58,7 +58,7 @@ fn a_field_it_uses_with_the_wrong_type_is_an_error_naming_file_and_field() {
         ),
     ];
     for (doc, want) in cases {
-        let err = parse(p(), doc.as_bytes()).unwrap_err().to_string();
+        let err = crate::error::Chain(&parse(p(), doc.as_bytes()).unwrap_err()).to_string();
         assert!(err.contains(want), "{doc:?}: {err:?} lacks {want:?}");
     }
 }
@@ -66,7 +66,7 @@ fn a_field_it_uses_with_the_wrong_type_is_an_error_naming_file_and_field() {
 #[test]
 fn messages_are_bounded_and_say_the_cause_once() {
     let doc = format!(r#"{{"annotations":{{"{}":1}}}}"#, "k".repeat(100_000));
-    let err = parse(p(), doc.as_bytes()).unwrap_err().to_string();
+    let err = crate::error::Chain(&parse(p(), doc.as_bytes()).unwrap_err()).to_string();
     assert!(err.len() < 200, "{} bytes", err.len());
     let chain = format!("{:#}", anyhow::Error::from(parse(p(), b"{").unwrap_err()));
     assert_eq!(chain.matches("EOF while parsing").count(), 1, "{chain}");
@@ -92,7 +92,7 @@ fn reads_are_bounded_and_a_missing_file_says_so() {
     let err = read(&path).unwrap_err();
     assert!(err.is_not_found(), "{err}");
     assert_eq!(
-        err.to_string(),
+        crate::error::Chain(&err).to_string(),
         format!("failed to read bundle config {}: No such file or directory (os error 2)", path.display())
     );
 }

@@ -141,7 +141,7 @@ pub fn bundle_info(state: &State) -> BundleInfo {
             config.complete(&mut info.annotations);
             info.cgroups_path = config.cgroups_path;
         }
-        Err(e) => log::warn!("{e}; using the state's annotations only"),
+        Err(e) => log::warn!("{}; using the state's annotations only", crate::error::Chain(&e)),
     }
     info
 }
@@ -273,7 +273,10 @@ pub fn run<K: CoreSched>(
                         Err(e) => {
                             let error = HookError::Cgroup(e);
                             if let Err(e) = store.count_failure(error.reason()) {
-                                log::warn!("failed to count the cpu.idle failure of container {id}: {e}");
+                                log::warn!(
+                                    "failed to count the cpu.idle failure of container {id}: {}",
+                                    crate::error::Chain(&e)
+                                );
                             }
                             Ok(Done::EnsuredThenFailed { outcome: out, error })
                         }

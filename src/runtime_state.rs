@@ -120,11 +120,11 @@ fn read_config(id: &str, path: &Path, fallback: &str) -> Option<BundleConfig> {
     match crate::bundle::read(path) {
         Ok(c) => Some(c),
         Err(e) if e.is_not_found() => {
-            log::debug!("rebuild: container {id}: {e}; {fallback}");
+            log::debug!("rebuild: container {id}: {}; {fallback}", crate::error::Chain(&e));
             None
         }
         Err(e) => {
-            log::warn!("rebuild: container {id}: {e}; {fallback}");
+            log::warn!("rebuild: container {id}: {}; {fallback}", crate::error::Chain(&e));
             None
         }
     }

@@ -82,11 +82,7 @@ fn every_fixture_is_covered() {
         .chain(["podman-hooks.d-example.json".to_string(), "README.md".to_string()])
         .collect();
     expected.sort();
-    let mut found: Vec<String> = std::fs::read_dir(fixtures_dir())
-        .expect("fixtures dir")
-        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    found.sort();
+    let found = env.file_names(&fixtures_dir());
     check_eq!(env, found, expected, "files in {} (a new fixture needs a test here)", fixtures_dir().display());
 }
 

@@ -473,6 +473,17 @@ impl TestEnv {
         self.hook(&args)
     }
 
+    /// The names of the entries of `dir`, sorted; an unreadable dir fails the test, naming it.
+    pub fn file_names(&self, dir: &Path) -> Vec<String> {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| self.fail(&format!("read {}: {e}", dir.display())));
+        let mut names: Vec<String> = entries
+            .map(|e| e.unwrap_or_else(|e| self.fail(&format!("read {}: {e}", dir.display()))))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// A JSON file's value; a missing or malformed file fails the test, naming it.
     pub fn read_json(&self, path: &Path) -> Value {
         let text =

@@ -263,6 +263,9 @@ impl World {
     }
 
     /// Whether the fake kernel holds a cookie record for task `pid` (it forgets exited tasks).
+    /// Reads the fake's file format, so only with the feature (the tests that call it fail
+    /// loudly without it through [`needs_feature`]).
+    #[cfg(feature = "fake-kernel")]
     pub fn kernel_knows(&self, pid: i32) -> bool {
         let bytes = std::fs::read(self.kernel_file()).unwrap_or_default();
         let json = oci_coresched_hook::kernel::fake_file::json_of(&bytes);
