@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, QosRule};
 use crate::store::Labels;
 
 /// Our group annotation.
@@ -111,7 +111,8 @@ pub struct Decision {
     pub group: Option<String>,
     /// Pod namespace, when known.
     pub namespace: Option<String>,
-    /// QoS class whose rule applied.
+    /// QoS class whose rule applied: the container's own class, except that LSE follows LSR and
+    /// a Guaranteed pod follows LSR or LS (see `reason`). `None` outside Kubernetes.
     pub qos: Option<String>,
     /// Whether `cpu.idle` is written.
     pub sched_idle: bool,
@@ -213,14 +214,74 @@ fn first<'a>(ann: &'a BTreeMap<String, String>, keys: &[&'static str]) -> Option
     keys.iter().find_map(|k| ann.get(*k).map(|v| (*k, v.as_str())))
 }
 
-/// The Kubernetes QoS class implied by a kubelet cgroup parent, mapped to Koordinator's rule:
-/// BestEffort → BE, Burstable and Guaranteed → LS. `None` outside Kubernetes.
-pub fn kube_qos_from_cgroup(path: &str) -> Option<&'static str> {
+/// A pod's Kubernetes QoS class, as its kubelet cgroup parent shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeQos {
+    /// Directly under `kubepods` (no `burstable` or `besteffort` level).
+    Guaranteed,
+    /// Under `kubepods/burstable` (`kubepods-burstable.slice`).
+    Burstable,
+    /// Under `kubepods/besteffort` (`kubepods-besteffort.slice`).
+    BestEffort,
+}
+
+/// The Kubernetes QoS class implied by a kubelet cgroup parent (cgroupfs or systemd driver), as
+/// Koordinator's `GetKubeQoSByCgroupParent` reads it: `besteffort`, else `burstable`, else
+/// Guaranteed. `None` for a path without `kubepods` (not a kubelet pod).
+pub fn kube_qos_from_cgroup(path: &str) -> Option<KubeQos> {
     let p = path.to_ascii_lowercase();
     if !p.contains("kubepods") {
-        return None;
+        None
+    } else if p.contains("besteffort") {
+        Some(KubeQos::BestEffort)
+    } else if p.contains("burstable") {
+        Some(KubeQos::Burstable)
+    } else {
+        Some(KubeQos::Guaranteed)
     }
-    if p.contains("besteffort") { Some("BE") } else { Some("LS") }
+}
+
+/// Where a container's QoS class came from.
+#[derive(Debug, Clone, Copy)]
+enum QosSource {
+    /// `koordinator.sh/qosClass` (LSE, LSR, LS or BE; SYSTEM never gets this far).
+    Koord(&'static str),
+    /// The kubelet cgroup parent.
+    Kube(KubeQos),
+}
+
+/// The config rule a container follows, mapped as Koordinator's core-sched rule does
+/// (`coresched/rule.go`): LSE follows LSR; without a Koordinator class, BestEffort → BE, Burstable
+/// → LS, and Guaranteed → LSR when LSR is enabled, else LS. Two differences, both because of this
+/// config's shape: an explicit `[qos.LSE]` rule (Koordinator's NodeSLO has none) is used for LSE;
+/// and "LSR enabled" means the config has a `[qos.LSR]` rule with `enable = true`, because here a
+/// class without a rule gets the enabled default rule, where in Koordinator it is off.
+/// Returns the class whose rule applies, the rule, and why, when that is not the class itself.
+fn rule_for(src: QosSource, config: &Config) -> (&'static str, QosRule, Option<&'static str>) {
+    match src {
+        QosSource::Koord("LSE") if !config.qos.contains_key("LSE") => (
+            "LSR",
+            config.rule("LSR"),
+            Some("QoS class LSE follows the LSR rule (no [qos.LSE] in the config), as in Koordinator"),
+        ),
+        QosSource::Koord(class) => (class, config.rule(class), None),
+        QosSource::Kube(KubeQos::BestEffort) => ("BE", config.rule("BE"), None),
+        QosSource::Kube(KubeQos::Burstable) => ("LS", config.rule("LS"), None),
+        QosSource::Kube(KubeQos::Guaranteed) => match config.qos.get("LSR") {
+            Some(lsr) if lsr.enable => (
+                "LSR",
+                *lsr,
+                Some(
+                    "Guaranteed pod (kubelet cgroup parent) follows the LSR rule, as in Koordinator when LSR is enabled",
+                ),
+            ),
+            _ => (
+                "LS",
+                config.rule("LS"),
+                Some("Guaranteed pod (kubelet cgroup parent) follows the LS rule: the config enables no [qos.LSR]"),
+            ),
+        },
+    }
 }
 
 /// Decides what to do with a container.
@@ -265,18 +326,25 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         }
     }
 
-    // QoS class: Koordinator's annotation, else the kubelet cgroup parent.
-    let qos = match first(ann, &[KOORD_QOS]) {
-        Some((_, "SYSTEM")) => Some("SYSTEM"),
+    // QoS class: Koordinator's annotation, else the kubelet cgroup parent; SYSTEM is never touched.
+    let mut system = false;
+    let source = match first(ann, &[KOORD_QOS]) {
+        Some((_, "SYSTEM")) => {
+            system = true;
+            None
+        }
         Some((_, q)) => match ["LSE", "LSR", "LS", "BE"].into_iter().find(|c| *c == q) {
-            Some(c) => Some(c),
+            Some(c) => Some(QosSource::Koord(c)),
             None => {
                 problems.push(format!("{KOORD_QOS} {:?} is not one of LSE, LSR, LS, BE, SYSTEM", truncate(q)));
                 None
             }
         },
-        None => input.cgroups_path.and_then(kube_qos_from_cgroup),
+        None => input.cgroups_path.and_then(kube_qos_from_cgroup).map(QosSource::Kube),
     };
+    let chosen = source.map(|s| rule_for(s, config));
+    let qos = if system { Some("SYSTEM") } else { chosen.map(|(class, ..)| class) };
+    let why = chosen.and_then(|(.., why)| why);
     d.qos = qos.map(str::to_string);
 
     // Policy: ours, else Koordinator's (an empty value counts as unset).
@@ -315,12 +383,16 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
             return Ok(d);
         }
     }
-    if qos == Some("SYSTEM") {
+    if system {
         d.action = Action::Skip;
         d.reason = "QoS class SYSTEM is never touched".into();
         return Ok(d);
     }
-    let rule = qos.map(|q| config.rule(q)).unwrap_or_default();
+    let rule = chosen.map(|(_, rule, _)| rule).unwrap_or_default();
+    let with_why = |reason: String| match why {
+        Some(why) => format!("{reason}; {why}"),
+        None => reason,
+    };
     d.sched_idle = rule.sched_idle;
 
     let ns_prefix = |key: String, scoped: bool| match (&d.namespace, scoped) {
@@ -338,7 +410,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     if !rule.enable {
         d.action = Action::Clear;
         d.sched_idle = false; // `cpu.idle` is only written on an ensure
-        d.reason = format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-"));
+        d.reason = with_why(format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-")));
         return Ok(d);
     }
     let pod = |keys: &[&'static str]| -> Result<Option<String>, String> {
@@ -403,7 +475,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         reason.push_str(&format!(", expeller group of QoS class {}", qos.unwrap_or("-")));
     }
     d.group = Some(group);
-    d.reason = reason;
+    d.reason = with_why(reason);
     Ok(d)
 }
 

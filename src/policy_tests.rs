@@ -16,6 +16,7 @@ const UID_CRI: &str = "io.kubernetes.cri.sandbox-uid";
 const BE_PATH: &str = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice:cri-containerd:c1";
 const BURSTABLE_PATH: &str = "/kubepods/burstable/pod1234/c1";
 const GUARANTEED_PATH: &str = "/kubepods/pod1234/c1";
+const GUARANTEED_SYSTEMD_PATH: &str = "kubepods-pod1234.slice:cri-containerd:c1";
 const SYSTEM_PATH: &str = "/system.slice/docker-c1.scope";
 
 fn rule(enable: bool, core_expeller: bool, sched_idle: bool) -> QosRule {
@@ -41,6 +42,28 @@ fn cfg_koord() -> Config {
 
 fn cfg_koord_cross() -> Config {
     Config { allow_cross_namespace_groups: true, ..cfg_koord() }
+}
+
+/// LSR expels and LS is plain, so which of the two rules applied shows in the group.
+fn cfg_lsr() -> Config {
+    let mut c = Config::default();
+    c.qos.insert("LSR".into(), rule(true, true, false));
+    c
+}
+
+/// LSR disabled, LS expels: a Guaranteed pod falls back to the LS rule.
+fn cfg_lsr_off() -> Config {
+    let mut c = Config::default();
+    c.qos.insert("LSR".into(), rule(false, false, false));
+    c.qos.insert("LS".into(), rule(true, true, false));
+    c
+}
+
+/// An explicit LSE rule (not in Koordinator's NodeSLO) that differs from the LSR one.
+fn cfg_lse() -> Config {
+    let mut c = cfg_lsr();
+    c.qos.insert("LSE".into(), rule(true, false, true));
+    c
 }
 
 /// BE disabled (with sched_idle still asked for), LS plain.
@@ -365,13 +388,27 @@ fn rows() -> Vec<Row> {
             .policy(P::Exclusive)
             .qos("LSR")
             .group("tenant-a/exclusive:uid-1:expeller"),
-        Row::new("LSE: no expeller, no idle")
+        Row::new("LSE follows the LSR rule (Koordinator)")
             .pod()
             .ann(KOORD_QOS, "LSE")
             .ann(ANN_GROUP, "web")
-            .cfg(cfg_koord)
-            .qos("LSE")
+            .cfg(cfg_lsr)
+            .qos("LSR")
+            .group("tenant-a/web-expeller"),
+        Row::new("LSE follows the LSR default rule when the config has neither")
+            .pod()
+            .ann(KOORD_QOS, "LSE")
+            .ann(ANN_GROUP, "web")
+            .qos("LSR")
             .group("tenant-a/web"),
+        Row::new("LSE with its own rule in the config")
+            .pod()
+            .ann(KOORD_QOS, "LSE")
+            .ann(ANN_GROUP, "web")
+            .cfg(cfg_lse)
+            .qos("LSE")
+            .group("tenant-a/web")
+            .idle(),
         Row::new("BE: sched_idle when the rule says so").pod().ann(KOORD_QOS, "BE").cfg(cfg_koord).qos("BE").idle(),
         Row::new("BE with policy none: clear, no cpu.idle")
             .pod()
@@ -389,19 +426,55 @@ fn rows() -> Vec<Row> {
             .cfg(cfg_koord)
             .qos("LS")
             .group("tenant-a/pod:sb1:expeller"),
-        Row::new("guaranteed cgroup parent is LS")
+        Row::new("burstable cgroup parent stays LS when LSR is enabled")
+            .pod()
+            .cgroup(BURSTABLE_PATH)
+            .cfg(cfg_lsr)
+            .qos("LS")
+            .group("tenant-a/pod:sb1"),
+        Row::new("guaranteed cgroup parent follows the enabled LSR rule")
+            .pod()
+            .cgroup(GUARANTEED_PATH)
+            .cfg(cfg_lsr)
+            .qos("LSR")
+            .group("tenant-a/pod:sb1:expeller"),
+        Row::new("guaranteed systemd cgroup parent follows the enabled LSR rule")
+            .pod()
+            .cgroup(GUARANTEED_SYSTEMD_PATH)
+            .cfg(cfg_lsr)
+            .qos("LSR")
+            .group("tenant-a/pod:sb1:expeller"),
+        Row::new("guaranteed cgroup parent follows the LS rule when LSR is disabled")
+            .pod()
+            .cgroup(GUARANTEED_PATH)
+            .cfg(cfg_lsr_off)
+            .qos("LS")
+            .group("tenant-a/pod:sb1:expeller"),
+        Row::new("guaranteed cgroup parent follows the LS rule when the config has no LSR rule")
+            .pod()
+            .cgroup(GUARANTEED_PATH)
+            .cfg(cfg_be_off)
+            .qos("LS"),
+        Row::new("guaranteed cgroup parent under the Koordinator-like config is LSR")
             .pod()
             .cgroup(GUARANTEED_PATH)
             .cfg(cfg_koord)
-            .qos("LS")
+            .qos("LSR")
             .group("tenant-a/pod:sb1:expeller"),
         Row::new("no kubepods: no QoS, no rule applied").pod().cgroup(SYSTEM_PATH).cfg(cfg_be_off),
         Row::new("Koordinator QoS wins over the cgroup parent")
             .pod()
+            .ann(KOORD_QOS, "LS")
+            .cgroup(GUARANTEED_PATH)
+            .cfg(cfg_lsr)
+            .qos("LS"),
+        Row::new("Koordinator QoS wins over a besteffort cgroup parent")
+            .pod()
             .ann(KOORD_QOS, "LSE")
             .cgroup(BE_PATH)
             .cfg(cfg_koord)
-            .qos("LSE"),
+            .qos("LSR")
+            .group("tenant-a/pod:sb1:expeller"),
         Row::new("disabled class clears (and writes no cpu.idle)")
             .pod()
             .ann(KOORD_QOS, "BE")
@@ -738,14 +811,16 @@ fn validators() {
 
 #[test]
 fn kube_qos_from_cgroup_parents() {
+    use KubeQos::{BestEffort, Burstable, Guaranteed};
     let cases = [
-        (BE_PATH, Some("BE")),
-        ("/kubepods/besteffort/pod1/c1", Some("BE")),
-        ("/KUBEPODS/BESTEFFORT/pod1/c1", Some("BE")),
-        (BURSTABLE_PATH, Some("LS")),
-        ("kubepods-burstable-pod1.slice:cri-containerd:c1", Some("LS")),
-        (GUARANTEED_PATH, Some("LS")),
-        ("kubepods-pod1.slice:crio:c1", Some("LS")),
+        (BE_PATH, Some(BestEffort)),
+        ("/kubepods/besteffort/pod1/c1", Some(BestEffort)),
+        ("/KUBEPODS/BESTEFFORT/pod1/c1", Some(BestEffort)),
+        (BURSTABLE_PATH, Some(Burstable)),
+        ("kubepods-burstable-pod1.slice:cri-containerd:c1", Some(Burstable)),
+        (GUARANTEED_PATH, Some(Guaranteed)),
+        (GUARANTEED_SYSTEMD_PATH, Some(Guaranteed)),
+        ("kubepods-pod1.slice:crio:c1", Some(Guaranteed)),
         (SYSTEM_PATH, None),
         ("/besteffort/c1", None),
         ("", None),
@@ -753,6 +828,77 @@ fn kube_qos_from_cgroup_parents() {
     for (path, want) in cases {
         assert_eq!(kube_qos_from_cgroup(path), want, "{path:?}");
     }
+}
+
+/// `explain`'s reason names the rule a Guaranteed pod or an LSE container follows, and why.
+#[test]
+fn reason_names_the_rule_followed() {
+    let ann = annotations(&[(NS, "tenant-a".into()), (SB, "sb1".into())]);
+    let lse = annotations(&[(NS, "tenant-a".into()), (SB, "sb1".into()), (KOORD_QOS, "LSE".into())]);
+    let mut ls_disabled = cfg_lsr();
+    ls_disabled.qos.insert("LS".into(), rule(false, false, false));
+    type Case<'a> = (&'a BTreeMap<String, String>, Option<&'a str>, fn() -> Config, &'a str);
+    let cases: [Case<'_>; 6] = [
+        (
+            &ann,
+            Some(GUARANTEED_PATH),
+            cfg_lsr,
+            "default group: the pod, expeller group of QoS class LSR; Guaranteed pod (kubelet cgroup parent) \
+             follows the LSR rule, as in Koordinator when LSR is enabled",
+        ),
+        (
+            &ann,
+            Some(GUARANTEED_PATH),
+            cfg_default,
+            "default group: the pod; Guaranteed pod (kubelet cgroup parent) follows the LS rule: the config \
+             enables no [qos.LSR]",
+        ),
+        (
+            &ann,
+            Some(GUARANTEED_PATH),
+            cfg_lsr_off,
+            "default group: the pod, expeller group of QoS class LS; Guaranteed pod (kubelet cgroup parent) \
+             follows the LS rule: the config enables no [qos.LSR]",
+        ),
+        (
+            &lse,
+            None,
+            cfg_lsr,
+            "default group: the pod, expeller group of QoS class LSR; QoS class LSE follows the LSR rule \
+             (no [qos.LSE] in the config), as in Koordinator",
+        ),
+        (&lse, None, cfg_lse, "default group: the pod"),
+        (&ann, Some(BURSTABLE_PATH), cfg_lsr, "default group: the pod"),
+    ];
+    for (ann, cgroup, cfg, want) in cases {
+        let input = Input {
+            lifecycle: Lifecycle::Ensure,
+            container_id: "c1",
+            pid: Some(100),
+            annotations: ann,
+            cgroups_path: cgroup,
+        };
+        assert_eq!(decide(&input, &cfg()).unwrap().reason, want, "{cgroup:?} {ann:?}");
+    }
+    // LSR enabled and LS disabled: the Guaranteed pod follows LSR, so it keeps a cookie.
+    let guaranteed = Input {
+        lifecycle: Lifecycle::Ensure,
+        container_id: "c1",
+        pid: Some(100),
+        annotations: &ann,
+        cgroups_path: Some(GUARANTEED_PATH),
+    };
+    assert_eq!(decide(&guaranteed, &ls_disabled).unwrap().action, Action::Ensure);
+    // A disabled rule says which class's rule cleared the cookie, and why that one.
+    let mut lsr_clear = Config::default();
+    lsr_clear.qos.insert("LSR".into(), rule(false, false, false));
+    let d = decide(&Input { annotations: &lse, cgroups_path: None, ..guaranteed }, &lsr_clear).unwrap();
+    assert_eq!(d.action, Action::Clear);
+    assert_eq!(
+        d.reason,
+        "core scheduling is disabled for QoS class LSR by the config; QoS class LSE follows the LSR rule \
+         (no [qos.LSE] in the config), as in Koordinator"
+    );
 }
 
 #[test]
@@ -895,6 +1041,9 @@ fn configs() -> Vec<(&'static str, Config)> {
         ("koord", cfg_koord()),
         ("koord+cross", cfg_koord_cross()),
         ("be-off", cfg_be_off()),
+        ("lsr", cfg_lsr()),
+        ("lsr-off", cfg_lsr_off()),
+        ("lse", cfg_lse()),
     ]
 }
 

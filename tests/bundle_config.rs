@@ -245,3 +245,45 @@ fn a_bad_config_is_a_warning_naming_the_file_and_the_state_decides() {
         check_eq!(env, d, without, "{what}: the decision is the one without the file");
     }
 }
+
+/// A Guaranteed pod (kubelet cgroup parent with neither `besteffort` nor `burstable`, under the
+/// cgroupfs and the systemd driver) follows the LSR rule when the config enables LSR, as
+/// Koordinator's core-sched rule does, and the LS rule otherwise; a Burstable pod stays LS.
+#[test]
+fn a_guaranteed_pod_follows_the_lsr_rule_when_enabled() {
+    let env = TestEnv::new("a_guaranteed_pod_follows_the_lsr_rule_when_enabled");
+    let config = read_json(&Path::new(MANIFEST_DIR).join("tests/fixtures/field/containerd-runc-be-config.json"));
+    let captured = config["linux"]["cgroupsPath"].as_str().expect("cgroupsPath").to_string();
+    let id = captured.rsplit('/').next().expect("container id").to_string();
+    let guaranteed = [format!("/kubepods/poduid-be/{id}"), format!("kubepods-poduid_be.slice:cri-containerd:{id}")];
+    let lsr_why = "Guaranteed pod (kubelet cgroup parent) follows the LSR rule, as in Koordinator when LSR is enabled";
+    let ls_why = "Guaranteed pod (kubelet cgroup parent) follows the LS rule: the config enables no [qos.LSR]";
+    let cases = [
+        ("[qos.LSR]\ncore_expeller = true", "LSR", ":expeller", lsr_why),
+        ("[qos.LSR]\nenable = false\n[qos.LS]\ncore_expeller = true", "LS", ":expeller", ls_why),
+        ("", "LS", "", ls_why),
+    ];
+    for (rules, qos, suffix, why) in cases {
+        env.write_config(rules);
+        for path in &guaranteed {
+            let mut v = config.clone();
+            v["linux"]["cgroupsPath"] = json!(path);
+            let (out, d, _) = explain(&env, Some(&serde_json::to_vec(&v).unwrap()));
+            let what = format!("cgroupsPath {path:?}, config {rules:?}");
+            check_eq!(env, out.stderr.as_str(), "", "{what}: stderr");
+            check_eq!(env, d["action"], json!("ensure"), "{what}: action");
+            check_eq!(env, d["qos"], json!(qos), "{what}: qos (the class whose rule applied)");
+            let group = d["group"].as_str().unwrap_or_default();
+            check!(env, group.starts_with("tenant-a/pod:") && group.ends_with(suffix), "{what}: group {group:?}");
+            let reason = d["reason"].as_str().unwrap_or_default();
+            check!(env, reason.ends_with(why), "{what}: reason {reason:?} does not end with {why:?}");
+        }
+    }
+    // The captured Burstable path is unaffected by an LSR rule.
+    env.write_config("[qos.LSR]\ncore_expeller = true");
+    let mut v = config.clone();
+    v["linux"]["cgroupsPath"] = json!(captured.replace("besteffort", "burstable"));
+    let (_, d, _) = explain(&env, Some(&serde_json::to_vec(&v).unwrap()));
+    check_eq!(env, d["qos"], json!("LS"), "burstable: qos");
+    check_eq!(env, d["reason"], json!("default group: the pod"), "burstable: reason");
+}

@@ -65,14 +65,15 @@ fn shipped_config_parses_and_the_check_bites() {
     let state = repo("tests/fixtures/states/runc-createRuntime.json");
     explain_ok(&repo("packaging/config.toml"), &state);
 
-    // Every commented-out `# key = value` line is valid too once enabled.
+    // Every commented-out `# key = value` line and `# [qos.X]` table is valid too once enabled.
     let uncommented: String = read("packaging/config.toml")
         .lines()
         .map(|l| match l.strip_prefix("# ") {
             Some(rest)
-                if rest
-                    .split_once(" = ")
-                    .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')) =>
+                if rest.starts_with("[qos.")
+                    || rest
+                        .split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')) =>
             {
                 format!("{rest}\n")
             }
@@ -80,6 +81,7 @@ fn shipped_config_parses_and_the_check_bites() {
         })
         .collect();
     assert!(uncommented.contains("\nlog_file = "), "log_file is documented as a commented-out setting");
+    assert!(uncommented.contains("\n[qos.LSR]\nenable = true"), "[qos.LSR] is documented as a commented-out table");
     let p = dir.path().join("uncommented.toml");
     std::fs::write(&p, &uncommented).unwrap();
     explain_ok(&p, &state);
@@ -101,8 +103,15 @@ fn shipped_config_is_the_defaults() {
     for state in states() {
         assert_eq!(explain_ok(&shipped, &state), explain_ok(&empty, &state), "{}", state.display());
     }
-    for class in ["LSE", "LSR", "LS", "BE"] {
-        assert!(read("packaging/config.toml").contains(&format!("\n[qos.{class}]")), "no [qos.{class}] table");
+    // LSE and LSR are documented but left out: an [qos.LSR] table would move Guaranteed pods from
+    // the LS rule to it, and an [qos.LSE] one would stop LSE from following LSR.
+    let text = read("packaging/config.toml");
+    for class in ["LS", "BE"] {
+        assert!(text.contains(&format!("\n[qos.{class}]")), "no [qos.{class}] table");
+    }
+    for class in ["LSE", "LSR"] {
+        assert!(text.contains(&format!("\n# [qos.{class}]")), "no commented-out [qos.{class}] table");
+        assert!(!text.contains(&format!("\n[qos.{class}]")), "[qos.{class}] is set");
     }
 }
 
