@@ -87,28 +87,13 @@ fn run_command(cli: Cli) -> ExitCode {
     }
     crate::timing::mark("logging");
     let config_error = match config_error {
-        Some(e)
-            if !matches!(
-                cli.command,
-                Command::Hook { .. } | Command::Explain { .. } | Command::Completions { .. } | Command::Man { .. }
-            ) =>
-        {
+        Some(e) if !matches!(cli.command, Command::Hook { .. } | Command::Explain { .. }) => {
             print_error(&e.into());
             return ExitCode::Usage;
         }
         other => other,
     };
     match &cli.command {
-        Command::Completions { shell } => {
-            crate::docs::completions(*shell, &mut std::io::stdout().lock());
-            ExitCode::Success
-        }
-        Command::Man { out_dir } => finish(match out_dir {
-            Some(dir) => crate::docs::man_pages(dir)
-                .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
-                .with_context(|| format!("failed to write man pages to {}", dir.display())),
-            None => crate::docs::man(&mut std::io::stdout().lock()).context("failed to write the man page"),
-        }),
         Command::Inspect { pid, json } => in_state_dir(&cli, |d| commands::inspect(d, &config, *pid, *json)),
         Command::List { json } => in_state_dir(&cli, |d| commands::list(d, &config, *json)),
         Command::Gc { json } => in_state_dir(&cli, |d| commands::gc(d, &config, *json)),

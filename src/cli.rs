@@ -184,18 +184,6 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
-    Completions {
-        /// Target shell
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-    /// Print the man page (roff), or write one page per command into a directory
-    Man {
-        /// Write oci-coresched-hook.1 and oci-coresched-hook-<command>.1 into DIR
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-    },
 }
 
 #[cfg(test)]

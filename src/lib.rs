@@ -8,7 +8,6 @@ pub mod cgroup;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod docs;
 pub mod engine;
 pub mod error;
 pub mod exit_codes;
