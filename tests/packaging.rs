@@ -116,7 +116,7 @@ fn shipped_config_is_the_defaults() {
 }
 
 #[test]
-fn containerd_examples_carry_the_hooks_d_hook() {
+fn containerd_examples_carry_the_hooks_d_hook_or_enable_nri_only() {
     let hooks_d: Value = serde_json::from_str(&read("hooks.d/oci-coresched-hook.json")).unwrap();
     let hook = &hooks_d["hook"];
     assert_eq!(hook["path"], "/usr/bin/oci-coresched-hook");
@@ -124,16 +124,21 @@ fn containerd_examples_carry_the_hooks_d_hook() {
     for stage in ["createRuntime", "poststart", "poststop"] {
         assert_eq!(spec["hooks"][stage], Value::Array(vec![hook.clone()]), "base spec hooks.{stage}");
     }
-    for (file, cri) in [
-        ("config-1.6-base-runtime-spec.toml", "io.containerd.grpc.v1.cri"),
-        ("config-1.7-nri.toml", "io.containerd.grpc.v1.cri"),
-        ("config-2.x-nri.toml", "io.containerd.cri.v1.runtime"),
-    ] {
+    let parse = |file: &str| -> toml::Table {
         let text = read(&format!("packaging/containerd/{file}"));
-        let cfg: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let runc = &cfg["plugins"][cri]["containerd"]["runtimes"]["runc"];
-        let pod: Vec<&str> =
-            runc["pod_annotations"].as_array().expect("pod_annotations").iter().filter_map(|v| v.as_str()).collect();
-        assert!(pod.contains(&"oci-coresched-hook/*") && pod.contains(&"koordinator.sh/*"), "{file}: {pod:?}");
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    // The base_runtime_spec route needs the annotation filters; the NRI plugin route needs NRI on
+    // and nothing else.
+    let cfg = parse("config-1.6-base-runtime-spec.toml");
+    let runc = &cfg["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"];
+    let pod: Vec<&str> =
+        runc["pod_annotations"].as_array().expect("pod_annotations").iter().filter_map(|v| v.as_str()).collect();
+    assert!(pod.contains(&"oci-coresched-hook/*") && pod.contains(&"koordinator.sh/*"), "{pod:?}");
+    for file in ["config-1.7-nri.toml", "config-2.x-nri.toml"] {
+        let cfg = parse(file);
+        let plugins = cfg["plugins"].as_table().expect("plugins");
+        assert_eq!(plugins.keys().collect::<Vec<_>>(), ["io.containerd.nri.v1.nri"], "{file}: sets more than NRI");
+        assert_eq!(plugins["io.containerd.nri.v1.nri"]["disable"].as_bool(), Some(false), "{file}: NRI not enabled");
     }
 }

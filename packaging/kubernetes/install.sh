@@ -4,7 +4,7 @@
 #   install.sh install    (default) copy the binary, config and hooks.d file onto the node
 #   install.sh uninstall  remove every hooks.d copy it installed, then the binary (PURGE=1: the
 #                         config too)
-#   install.sh sleep      do nothing until terminated (the DaemonSet's long-running container)
+#   install.sh sleep      do nothing until terminated (a long-running container that does nothing)
 #
 # The node's filesystem is reached through hostPath mounts under $HOST_ROOT (default /host): a
 # host path P is $HOST_ROOT/P here. Every file is written to a temporary name in its target
@@ -45,6 +45,7 @@ HOOK_BIN_DIR=${HOOK_BIN_DIR:-/usr/local/bin}
 HOOKS_DIR=${HOOKS_DIR:-}
 CONFIG_SOURCE=${CONFIG_SOURCE:-/config/config.toml}
 CONFIG_DIR=/etc/oci-coresched-hook
+STATE_DIR=/run/oci-coresched-hook
 PURGE=${PURGE:-0}
 
 DEFAULT_HOOKS_DIR=/usr/share/containers/oci/hooks.d
@@ -378,8 +379,22 @@ EOF
 $WRITE
 EOF
 
+    state_dir
     [ -n "$RO" ] && ro_advice
     return 0
+}
+
+# state_dir: the hook's state directory, 0700 root, as the hook itself makes it. kubelet creates a
+# missing hostPath directory 0755, which the hook refuses; the NRI plugin container mounts it
+# after this init container ran. Skipped when the DaemonSet does not mount it.
+state_dir() {
+    d=$HR$STATE_DIR
+    [ -d "$d" ] || return 0
+    if [ -L "$d" ]; then
+        die "$STATE_DIR is a symlink on this node; the hook refuses it (remove it)"
+    fi
+    chmod 0700 "$d"
+    log "state directory $STATE_DIR is 0700"
 }
 
 # ro_advice: the one line an admin needs when a hooks.d directory was read-only.

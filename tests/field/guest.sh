@@ -4,7 +4,8 @@
 # what the host prepared (the .deb, the image), and results go next to it (logs, captured states).
 #
 # Installs the hook as a node administrator does (dpkg -i, the documented containerd files), then
-# runs the containerd CRI scenarios (tests/field/cri.py) and the podman scenarios
+# runs the containerd CRI scenarios (tests/field/cri.py: base_runtime_spec; tests/field/nri.py: the
+# NRI plugin, nothing else) and the podman scenarios
 # (tests/field/podman.sh, crun and runc). Prints TAP lines and "field: N passed, M failed".
 set -uo pipefail
 X=/run/xchg
@@ -106,7 +107,14 @@ part "containerd scenarios" python3 tests/field/cri.py /tmp/cri-gen
 kill "$cpid" 2>/dev/null
 wait "$cpid" 2>/dev/null
 
-# 3. podman 5 with crun and with runc, through the hooks.d file the package installed (podman
+# 3. containerd with NRI enabled and nothing else for the hook (the installed
+# config-1.7-nri.toml): the packaged NRI plugin service is the only wiring. nri.py starts the
+# plugin (the unit's ExecStart) and containerd itself, so that it can kill and restart both.
+phase containerd-nri
+cat "$EX/config-1.7-nri.toml" tests/field/containerd-nri-test.toml >/etc/containerd/config.toml
+part "containerd NRI scenarios" python3 tests/field/nri.py /tmp/cri-gen
+
+# 4. podman 5 with crun and with runc, through the hooks.d file the package installed (podman
 # reads /usr/share/containers/oci/hooks.d by default; no --hooks-dir).
 for rt in crun runc; do
     phase "podman-$rt"

@@ -191,6 +191,7 @@ $unitdir/$PKG-reconcile.service|-rw-r--r--
 $unitdir/$PKG-reconcile.timer|-rw-r--r--
 $unitdir/$PKG-gc.service|-rw-r--r--
 $unitdir/$PKG-gc.timer|-rw-r--r--
+$unitdir/$PKG-nri.service|-rw-r--r--
 usr/share/bash-completion/completions/$PKG|-rw-r--r--
 $zsh/_$PKG|-rw-r--r--
 usr/share/fish/vendor_completions.d/$PKG.fish|-rw-r--r--
@@ -284,8 +285,11 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
         if command -v systemd-analyze >/dev/null; then
             check "systemd-analyze verify of the installed units" systemd-analyze verify \
                 /lib/systemd/system/$PKG-reconcile.service /lib/systemd/system/$PKG-reconcile.timer \
-                /lib/systemd/system/$PKG-gc.service /lib/systemd/system/$PKG-gc.timer
+                /lib/systemd/system/$PKG-gc.service /lib/systemd/system/$PKG-gc.timer \
+                /lib/systemd/system/$PKG-nri.service
         fi
+        [[ ! -e /etc/systemd/system/multi-user.target.wants/$PKG-nri.service ]] &&
+            ok "$PKG-nri.service installed, not enabled (containerd/CRI-O nodes enable it)" || bad "$PKG-nri.service enabled by the package"
 
         # Edit the conffile: log to a file (this also exercises "config kept on remove").
         LOG=$T/hook.log
@@ -396,27 +400,26 @@ errors = []
 def runtime(cfg, plugin):
     return cfg["plugins"][plugin]["containerd"]["runtimes"]["runc"]
 
-for name, version, cri in [("config-1.7-nri.toml", 2, "io.containerd.grpc.v1.cri"),
-                           ("config-2.x-nri.toml", 3, "io.containerd.cri.v1.runtime"),
-                           ("config-1.6-base-runtime-spec.toml", 2, "io.containerd.grpc.v1.cri")]:
-    text = (d / name).read_text()
-    cfg = tomllib.loads(text)
+for name, version in [("config-1.7-nri.toml", 2), ("config-2.x-nri.toml", 3)]:
+    # The NRI plugin route: NRI enabled, nothing else (no runtime tables, no annotation filters).
+    cfg = tomllib.loads((d / name).read_text())
     if cfg.get("version") != version:
         errors.append(f"{name}: version {cfg.get('version')}, want {version}")
-    rt = runtime(cfg, cri)
-    for key in ("pod_annotations", "container_annotations"):
-        if not want_ann <= set(rt.get(key, [])):
-            errors.append(f"{name}: {key} {rt.get(key)} lacks {sorted(want_ann)}")
-    if "nri" in name:
-        nri = cfg["plugins"]["io.containerd.nri.v1.nri"]
-        if nri.get("disable") is not False:
-            errors.append(f"{name}: NRI not enabled")
-        for path in ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"):
-            if path not in text:
-                errors.append(f"{name}: does not name {path} (the hook-injector's directories)")
-    else:
-        if rt.get("base_runtime_spec") != "/etc/containerd/oci-coresched-hook-base-spec.json":
-            errors.append(f"{name}: base_runtime_spec is {rt.get('base_runtime_spec')}")
+    nri = cfg.get("plugins", {}).get("io.containerd.nri.v1.nri", {})
+    if nri.get("disable") is not False or nri.get("socket_path") != "/var/run/nri/nri.sock":
+        errors.append(f"{name}: NRI not enabled on /var/run/nri/nri.sock: {nri}")
+    if set(cfg["plugins"]) != {"io.containerd.nri.v1.nri"}:
+        errors.append(f"{name}: sets more than NRI: {sorted(cfg['plugins'])}")
+name = "config-1.6-base-runtime-spec.toml"
+cfg = tomllib.loads((d / name).read_text())
+if cfg.get("version") != 2:
+    errors.append(f"{name}: version {cfg.get('version')}, want 2")
+rt = runtime(cfg, "io.containerd.grpc.v1.cri")
+for key in ("pod_annotations", "container_annotations"):
+    if not want_ann <= set(rt.get(key, [])):
+        errors.append(f"{name}: {key} {rt.get(key)} lacks {sorted(want_ann)}")
+if rt.get("base_runtime_spec") != "/etc/containerd/oci-coresched-hook-base-spec.json":
+    errors.append(f"{name}: base_runtime_spec is {rt.get('base_runtime_spec')}")
 
 spec = json.loads((d / "base-runtime-spec.json").read_text())
 for stage in ("createRuntime", "poststart", "poststop"):
@@ -462,7 +465,8 @@ assert len(images) == 1, images
 init = pod["initContainers"][0]
 host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
 want = {"/usr/local/bin": "rw", "/usr/share": "rw", "/etc/containers": "ro",
-        "/etc/containers/oci/hooks.d": "rw", "/etc/crio": "ro", "/etc/oci-coresched-hook": "rw"}
+        "/etc/containers/oci/hooks.d": "rw", "/etc/crio": "ro", "/etc/oci-coresched-hook": "rw",
+        "/run/oci-coresched-hook": "rw"}
 got = {}
 for m in init["volumeMounts"]:
     if m["name"] in host:
@@ -472,6 +476,19 @@ assert got == want, got
 env = {e["name"]: e.get("value") for e in init.get("env", [])}
 assert "HOOKS_DIR" not in env, "HOOKS_DIR set: the installer would neither use the default dir nor detect hooks_dir"
 assert env.get("HOST_ROOT") == "/host", env
+# The long-running container is the NRI plugin: the node's hook binary injected, host pids, the
+# NRI socket's directory, the state dir and the config (read-only); root with SYS_PTRACE only.
+nri = pod["containers"][0]
+assert len(pod["containers"]) == 1 and nri["name"] == "nri", pod["containers"]
+assert nri["command"] == ["/usr/bin/oci-coresched-hook"], nri
+assert nri["args"] == ["nri", "--hook-path", "/usr/local/bin/oci-coresched-hook"], nri
+assert pod.get("hostPID") is True, "the NRI plugin needs host pids"
+sc = nri["securityContext"]
+assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}, sc
+assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"], sc
+mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in nri["volumeMounts"]}
+assert mounts == {"/var/run/nri": ("/var/run/nri", False), "/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
+                  "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True)}, mounts
 with open(sys.argv[1], "w") as f:
     for p, mode in got.items():
         print(p, "/host" + p, mode, file=f)
@@ -530,6 +547,8 @@ assert got == want, (got, want)
         [[ $st == "755 root" ]] && ok "installed /usr/local/bin/$PKG 0755 root" || bad "installed binary: '$st'"
         check "installed static binary runs on the host" "$H/usr/local/bin/$PKG" --version
         check "installed config is packaging/config.toml" cmp "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml
+        st=$(stat -c '%a' "$H/run/$PKG" 2>/dev/null)
+        [[ $st == 700 ]] && ok "installer made the state dir (kubelet's hostPath: 0755) 0700" || bad "state dir after install: '$st', want 700"
         check "installed /$UHOOKS/$PKG.json = the packaged one with hook.path /usr/local/bin/$PKG" is_our_hooks "$H/$UHOOKS/$PKG.json"
         got=$(copies "$H")
         [[ $got == "/$UHOOKS/$PKG.json " ]] && ok "no engine config on the node: one copy, in the engines' default /$UHOOKS" ||
