@@ -131,7 +131,7 @@ pub struct Engine<'a, K: CoreSched> {
     store: &'a Store,
 }
 
-fn kerr(op: impl Into<String>) -> impl FnOnce(KernelError) -> EngineError {
+pub(crate) fn kerr(op: impl Into<String>) -> impl FnOnce(KernelError) -> EngineError {
     let op = op.into();
     move |source| EngineError::Kernel { op, source }
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::cgroup;
-use crate::engine::{Adopted, Engine, EngineError};
+use crate::engine::{Adopted, Engine, EngineError, kerr};
 use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::procfs::{Pid, ProcFs, TaskId};
@@ -145,10 +145,6 @@ impl ReconcileReport {
     }
 }
 
-fn kerr(op: String) -> impl FnOnce(KernelError) -> EngineError {
-    move |source| EngineError::Kernel { op, source }
-}
-
 /// A member whose init was verified, with its cookie.
 struct LiveMember<'m> {
     member: &'m Member,
@@ -213,7 +209,7 @@ pub fn reconcile<K: CoreSched>(
                     live.push(LiveMember { member: m, cookie });
                 }
                 Err(KernelError::NoSuchProcess(_)) => r.status = MemberStatus::Dead,
-                Err(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member".into())(e)),
+                Err(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
                 Err(e) => {
                     r.status = MemberStatus::Failed;
                     r.errors.push(format!("failed to read the cookie of pid {}: {e}", m.pid));
