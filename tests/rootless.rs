@@ -169,18 +169,7 @@ mod fake {
         fn podman_cmd(&self, args: &[&str]) -> Command {
             let e = &self.env;
             let mut c = self.user.command(&e.path("home"), &self.vars(), "podman");
-            c.arg("--root")
-                .arg(e.path("podman-storage"))
-                .arg("--runroot")
-                .arg(self.runroot.join("run"))
-                .arg("--tmpdir")
-                .arg(e.path("podman-tmp"))
-                .args(["--runtime", "runc", "--runtime-flag"])
-                .arg(format!("root={}", e.path("runc-root").display()))
-                .args(["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file"])
-                .arg("--hooks-dir")
-                .arg(e.path("hooks.d"))
-                .args(args);
+            c.args(common::podman_flags(e, &self.runroot.join("run"), &e.path("hooks.d"))).args(args);
             c
         }
 

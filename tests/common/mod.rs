@@ -948,17 +948,7 @@ impl<'a> Podman<'a> {
     fn cmd(&self) -> Command {
         let e = self.env;
         let mut c = Command::new(&self.bin);
-        c.arg("--root")
-            .arg(e.path("podman-storage"))
-            .arg("--runroot")
-            .arg(&self.runroot)
-            .arg("--tmpdir")
-            .arg(e.path("podman-tmp"))
-            .args(["--runtime", "runc", "--runtime-flag"])
-            .arg(format!("root={}", e.path("runc-root").display()))
-            .args(["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file"])
-            .arg("--hooks-dir")
-            .arg(&self.hooks_dir);
+        c.args(podman_flags(e, &self.runroot, &self.hooks_dir));
         c
     }
 
@@ -995,4 +985,26 @@ impl<'a> Podman<'a> {
         let cid = std::fs::read_to_string(&cidfile).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         (out, Bundle { dir: rootfs, share, id: id.to_string() }, cid)
     }
+}
+
+/// podman's flags for a test of its own: private storage, run root and tmp dir under `env`, runc
+/// with its own root, vfs, cgroupfs, file events, and `hooks_dir` as the only hooks dir.
+pub fn podman_flags(env: &TestEnv, runroot: &Path, hooks_dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = vec![
+        "--root".into(),
+        env.path("podman-storage").into(),
+        "--runroot".into(),
+        runroot.into(),
+        "--tmpdir".into(),
+        env.path("podman-tmp").into(),
+        "--runtime".into(),
+        "runc".into(),
+        "--runtime-flag".into(),
+        format!("root={}", env.path("runc-root").display()).into(),
+    ];
+    for a in ["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--hooks-dir"] {
+        v.push(a.into());
+    }
+    v.push(hooks_dir.into());
+    v
 }
