@@ -15,6 +15,7 @@ pub mod fault;
 pub mod hook;
 pub mod kernel;
 pub mod logging;
+pub mod nri;
 pub mod ops;
 pub mod policy;
 pub mod procfs;
