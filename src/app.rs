@@ -104,6 +104,17 @@ fn run_command(cli: Cli) -> ExitCode {
             in_state_dir(&cli, |d| commands::rebuild(d, &config, runc_root, crun_root, *json))
         }
         Command::Metrics { output } => in_state_dir(&cli, |d| commands::metrics(d, &config, output.as_ref())),
+        Command::Nri { socket, plugin_name, plugin_index, hook_path, once } => in_state_dir(&cli, |d| {
+            let opts = crate::nri::Options {
+                socket: socket.clone(),
+                plugin_name: plugin_name.clone(),
+                plugin_index: plugin_index.clone(),
+                hook_path: hook_path.clone(),
+                once: *once,
+                state_dir: d.to_path_buf(),
+            };
+            Ok(crate::nri::run(&opts, &config)?)
+        }),
         Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Command::Explain { stage, state } => {
             if let Some(e) = config_error {

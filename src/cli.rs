@@ -184,6 +184,45 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Run as an NRI plugin (containerd >= 1.7 with NRI enabled, CRI-O with enable_nri): inject
+    /// the hook into every container the runtime creates, and give containers already running
+    /// their cookies when (re)connected. Runs until SIGTERM, reconnecting with a backoff
+    Nri {
+        /// The runtime's NRI socket
+        #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
+        socket: PathBuf,
+        /// The plugin's name, as the runtime lists it
+        #[arg(long, value_name = "NAME", default_value = "oci-coresched-hook", value_parser = plugin_name)]
+        plugin_name: String,
+        /// The plugin's two-digit index (its place among the runtime's NRI plugins)
+        #[arg(long, value_name = "NN", default_value = "10", value_parser = plugin_index)]
+        plugin_index: String,
+        /// The hook executable to inject, as a path on the HOST (the runtime runs it); when the
+        /// plugin runs in a container, this is not the plugin's own path
+        #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_HOOK_PATH)]
+        hook_path: PathBuf,
+        /// Serve one connection and exit: 1 if it cannot be made or fails, 0 when the runtime
+        /// ends it (instead of reconnecting)
+        #[arg(long)]
+        once: bool,
+    },
+}
+
+fn plugin_index(s: &str) -> Result<String, String> {
+    if s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(s.to_string())
+    } else {
+        Err("expected two digits, e.g. 10".into())
+    }
+}
+
+fn plugin_name(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        Ok(s.to_string())
+    } else {
+        Err("expected 1-64 characters of [A-Za-z0-9._-]".into())
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ use oci_coresched_hook::config::{Config, ConfigError};
 use oci_coresched_hook::engine::EngineError;
 use oci_coresched_hook::hook::HookError;
 use oci_coresched_hook::kernel::{CookieHex, KernelError};
+use oci_coresched_hook::nri::NriError;
+use oci_coresched_hook::nri::proto::DecodeError;
+use oci_coresched_hook::nri::wire::WireError;
 use oci_coresched_hook::policy::BadContainerId;
 use oci_coresched_hook::state::StateError;
 use oci_coresched_hook::statedir::{DirError, StateDir};
@@ -228,6 +231,73 @@ fn config_errors() -> Vec<ConfigError> {
     all
 }
 
+fn wire_errors() -> Vec<WireError> {
+    let all = vec![
+        WireError::Read(io_err()),
+        WireError::Write(io_err()),
+        WireError::Closed,
+        WireError::Truncated(5),
+        WireError::MuxOversize { conn: 1, length: u32::MAX },
+        WireError::SendOversize(5 << 20),
+    ];
+    for e in &all {
+        match e {
+            WireError::Read(_)
+            | WireError::Write(_)
+            | WireError::Closed
+            | WireError::Truncated(_)
+            | WireError::MuxOversize { .. }
+            | WireError::SendOversize(_) => {}
+        }
+    }
+    all
+}
+
+fn decode_errors() -> Vec<DecodeError> {
+    let all = vec![
+        DecodeError::Truncated("a varint field"),
+        DecodeError::VarintTooLong,
+        DecodeError::FieldNumber(0),
+        DecodeError::BadWireType { field: 1, wire_type: 6 },
+        DecodeError::WrongWireType { field: 1, got: 0, expected: 2 },
+        DecodeError::Group(3),
+        DecodeError::Utf8(2),
+    ];
+    for e in &all {
+        match e {
+            DecodeError::Truncated(_)
+            | DecodeError::VarintTooLong
+            | DecodeError::FieldNumber(_)
+            | DecodeError::BadWireType { .. }
+            | DecodeError::WrongWireType { .. }
+            | DecodeError::Group(_)
+            | DecodeError::Utf8(_) => {}
+        }
+    }
+    all
+}
+
+fn nri_errors() -> Vec<NriError> {
+    let mut all = vec![
+        NriError::Connect { path: "/var/run/nri/nri.sock".into(), source: io_err() },
+        NriError::Connect { path: "/x.sock".into(), source: std::io::Error::from_raw_os_error(libc::EACCES) },
+        NriError::Refused { name: "10-oci-coresched-hook".into(), code: 3, message: "invalid plugin index".into() },
+        NriError::Timeout("10-oci-coresched-hook".into()),
+        NriError::Signal(io_err()),
+    ];
+    all.extend(wire_errors().into_iter().map(NriError::Wire));
+    for e in &all {
+        match e {
+            NriError::Connect { .. }
+            | NriError::Wire(_)
+            | NriError::Refused { .. }
+            | NriError::Timeout(_)
+            | NriError::Signal(_) => {}
+        }
+    }
+    all
+}
+
 #[test]
 fn every_error_variant_says_its_cause_once() {
     let mut rendered: Vec<(String, String)> = Vec::new();
@@ -257,6 +327,12 @@ fn every_error_variant_says_its_cause_once() {
         add(format!("{e:?}"), chain(e));
     }
     for e in config_errors() {
+        add(format!("{e:?}"), chain(e));
+    }
+    for e in nri_errors() {
+        add(format!("{e:?}"), chain(e));
+    }
+    for e in decode_errors() {
         add(format!("{e:?}"), chain(e));
     }
     add("BadContainerId".into(), chain(BadContainerId("../etc".into())));

@@ -1,9 +1,302 @@
-//! The NRI plugin (operator layer; the `nri` command comes with the next change). This part is the
-//! protocol: NRI's multiplexed connection and ttrpc's framing ([`wire`]), the protobuf wire format
-//! ([`proto`]), ttrpc's envelope ([`ttrpc`]) and the NRI messages the plugin uses ([`messages`]),
-//! written from NRI 0.6.1's API definition as the specification, with no new dependency.
+//! `oci-coresched-hook nri`: a long-running NRI plugin, the route for runtimes that read no hooks.d
+//! (containerd 1.7 with NRI enabled, containerd 2.x, CRI-O with `enable_nri`). It connects to the
+//! runtime's NRI socket, registers, subscribes to `CreateContainer` and answers each with the
+//! adjustment of [`adjust`]: the hook at createRuntime, poststart and poststop, and the hook's
+//! annotations. The hook then gives the container its group's cookie before its first
+//! instruction, exactly as on the hooks.d route. On every (re)connect, NRI's `Synchronize` lists
+//! what already runs, and [`catchup`] gives those containers their cookies through the hook's
+//! engine, on a thread of its own so that the runtime's 2 s request timeout is never at stake.
+//!
+//! [`session`] serves one connection; this file holds the options, the errors, the reconnect loop
+//! and the signal handling. The protocol (NRI's multiplexer, ttrpc, protobuf) is implemented here,
+//! in [`wire`], [`ttrpc`], [`messages`] and [`proto`], from NRI 0.6.1's API definition as the specification, with no new
+//! dependency: the plugin needs nine messages and a few fields of each, about 500 lines with their
+//! tests, while `prost` brings a derive macro (syn, quote) and the `ttrpc` crate an async runtime
+//! and the `protobuf` crate, all linked into the one binary the runtime starts as the hook on
+//! every container. Unknown fields of every wire type are skipped, so newer NRI versions (and
+//! their `Synchronize` split into several requests flagged `more`) work.
+//!
+//! Behaviour as a node service:
+//! - the socket missing or refusing: one error line naming the settings that enable NRI, then
+//!   retries with a backoff (1 s doubling to 30 s; the hidden variable `OCH_NRI_BACKOFF_MS` sets
+//!   the first step for tests, the cap being 30 times it), logging again only when the error
+//!   changes. With `--once` the command instead exits 1 at the first failure;
+//! - the connection lost (runtime restarted, `Shutdown`, a broken frame): one line, then the same
+//!   backoff and a new registration;
+//! - a malformed request: an error status for that request (for `CreateContainer`, an empty
+//!   adjustment instead unless `fail_closed` is set), logged, the connection kept; an unknown method
+//!   gets ttrpc's `Unimplemented`;
+//! - SIGTERM or SIGINT: exit 0.
 
+pub mod adjust;
+pub mod catchup;
 pub mod messages;
 pub mod proto;
+mod session;
 pub mod ttrpc;
 pub mod wire;
+
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use messages::event;
+use session::{End, Session};
+use wire::WireError;
+
+/// The runtimes' default NRI socket.
+pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
+/// The hook path injected by default: where the packages install the binary on the host.
+pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/oci-coresched-hook";
+/// What the plugin subscribes to.
+pub const EVENTS: [u32; 1] = [event::CREATE_CONTAINER];
+/// How long registration and configuration may take before the plugin reconnects (NRI's own
+/// limit is 5 s).
+pub(super) const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a blocked read wakes up to look at the stop flag.
+pub(super) const POLL: Duration = Duration::from_millis(200);
+/// The first backoff step and its cap.
+const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+/// The stream id of the one call the plugin makes (ttrpc clients number from 1).
+pub(super) const REGISTER_STREAM: u32 = 1;
+
+/// What to do (the `nri` command line).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The runtime's NRI socket.
+    pub socket: PathBuf,
+    /// The plugin's name.
+    pub plugin_name: String,
+    /// Its two-digit index.
+    pub plugin_index: String,
+    /// The hook executable to inject, a path on the host.
+    pub hook_path: PathBuf,
+    /// Serve one connection; fail instead of retrying.
+    pub once: bool,
+    /// The state dir the catch-up uses (the hook's).
+    pub state_dir: PathBuf,
+}
+
+/// Why the plugin stopped (with `--once`) or a connection ended.
+#[derive(Debug, thiserror::Error)]
+pub enum NriError {
+    /// No connection to the socket (when it is missing or refusing, the message says how NRI is
+    /// enabled).
+    #[error("failed to connect to the NRI socket {path}{}", enable_hint(source))]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection broke.
+    #[error("failed to talk to the runtime over NRI")]
+    Wire(#[from] WireError),
+    /// The runtime refused the registration.
+    #[error("failed to register as NRI plugin {name}: the runtime answered {message:?} (code {code})")]
+    Refused {
+        /// `<index>-<name>`.
+        name: String,
+        /// The ttrpc status code.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// No registration answer and configuration in time.
+    #[error("failed to register as NRI plugin {0}: the runtime did not configure it within {REGISTRATION_TIMEOUT:?}")]
+    Timeout(String),
+    /// The signal handlers could not be installed.
+    #[error("failed to install the SIGTERM handler")]
+    Signal(#[source] std::io::Error),
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub(super) fn stopping() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// SIGTERM and SIGINT set the stop flag. No `SA_RESTART`: a blocked read returns at once.
+fn install_signal_handlers() -> std::io::Result<()> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed `sigaction` is valid (no flags, empty mask once sigemptyset ran); the
+        // handler only stores to an atomic, which is async-signal-safe; the pointers are to locals
+        // that outlive the calls.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Sleeps `d` unless a stop signal comes first.
+fn sleep_unless_stopped(d: Duration) {
+    let end = Instant::now() + d;
+    while !stopping() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// Exponential backoff: `first`, doubling, at most `cap`.
+#[derive(Debug, Clone)]
+struct Backoff {
+    first: Duration,
+    cap: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    fn from_env() -> Self {
+        let (first, cap) = match std::env::var("OCH_NRI_BACKOFF_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(ms) if ms > 0 => (Duration::from_millis(ms), Duration::from_millis(ms.saturating_mul(30))),
+            _ => BACKOFF,
+        };
+        Self { first, cap, next: first }
+    }
+
+    fn step(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.cap);
+        d
+    }
+
+    fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+/// What the settings that turn NRI on are; said once when the socket is missing.
+pub const ENABLE_HINT: &str = "is NRI enabled? containerd 1.7: set `[plugins.\"io.containerd.nri.v1.nri\"] disable = false` \
+     in /etc/containerd/config.toml and restart containerd (containerd 2.x has it on by default); \
+     CRI-O: `enable_nri = true` in the [crio.nri] table of crio.conf";
+
+fn enable_hint(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(" ({ENABLE_HINT})"),
+        _ => String::new(),
+    }
+}
+
+/// Runs the plugin until SIGTERM (exit 0), or with `--once` until its one connection ends.
+pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
+    install_signal_handlers().map_err(NriError::Signal)?;
+    let hook_path = opts.hook_path.to_string_lossy().into_owned();
+    if !opts.hook_path.exists() {
+        log::warn!(
+            "the hook path {hook_path} does not exist here; it must be the hook's path on the host \
+             (fine when this plugin runs in a container; else pass --hook-path)"
+        );
+    }
+    let name = format!("{}-{}", opts.plugin_index, opts.plugin_name);
+    log::info!(
+        "NRI plugin {name} starting: socket {}, injecting hook {hook_path} at {}",
+        opts.socket.display(),
+        adjust::STAGES.join(", ")
+    );
+    let mut threads = Vec::new();
+    let result = serve_until_stopped(opts, config, &hook_path, &name, &mut threads);
+    if threads.iter().any(|t| !t.is_finished()) {
+        log::info!("waiting for the catch-up to finish");
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    if result.is_ok() && stopping() {
+        log::info!("NRI plugin {name} stopping on a signal");
+    }
+    result
+}
+
+/// The connect-serve-reconnect loop of [`run`]; the catch-up threads it starts go to `threads`.
+fn serve_until_stopped(
+    opts: &Options,
+    config: &Config,
+    hook_path: &str,
+    name: &str,
+    threads: &mut Vec<std::thread::JoinHandle<()>>,
+) -> Result<(), NriError> {
+    let mut backoff = Backoff::from_env();
+    let mut last_problem: Option<std::io::ErrorKind> = None;
+    while !stopping() {
+        let result = match UnixStream::connect(&opts.socket) {
+            Err(source) => Err(NriError::Connect { path: opts.socket.clone(), source }),
+            Ok(stream) => {
+                last_problem = None;
+                log::info!("connected to {}; registering as plugin {name}", opts.socket.display());
+                let mut served = Session::new(opts, config, hook_path, name);
+                let result = served.serve(stream);
+                if served.configured {
+                    backoff.reset();
+                }
+                threads.retain(|t| !t.is_finished());
+                threads.append(&mut served.threads);
+                result
+            }
+        };
+        let problem = match result {
+            Ok(End::Stopped) => break,
+            Ok(End::Shutdown) => "the runtime is shutting down".to_string(),
+            Err(e) if opts.once => return Err(e),
+            Err(NriError::Connect { path, source }) => {
+                let kind = source.kind();
+                let e = NriError::Connect { path, source };
+                if last_problem != Some(kind) {
+                    log::error!("{}; retrying with a backoff up to {:?}", crate::error::Chain(&e), backoff.cap);
+                } else {
+                    log::debug!("the NRI socket {} is still unreachable; retrying", opts.socket.display());
+                }
+                last_problem = Some(kind);
+                sleep_unless_stopped(backoff.step());
+                continue;
+            }
+            Err(e) => crate::error::Chain(&e).to_string(),
+        };
+        if opts.once {
+            log::info!("NRI connection ended: {problem}");
+            return Ok(());
+        }
+        let wait = backoff.step();
+        log::warn!("NRI connection ended: {problem}; reconnecting in {wait:?}");
+        sleep_unless_stopped(wait);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_resets() {
+        let mut b =
+            Backoff { first: Duration::from_secs(1), cap: Duration::from_secs(30), next: Duration::from_secs(1) };
+        let steps: Vec<u64> = (0..7).map(|_| b.step().as_secs()).collect();
+        assert_eq!(steps, [1, 2, 4, 8, 16, 30, 30]);
+        b.reset();
+        assert_eq!(b.step().as_secs(), 1);
+    }
+
+    #[test]
+    fn the_hint_names_both_runtimes_settings() {
+        assert!(ENABLE_HINT.contains(r#"[plugins."io.containerd.nri.v1.nri"] disable = false"#));
+        assert!(ENABLE_HINT.contains("/etc/containerd/config.toml"));
+        assert!(ENABLE_HINT.contains("enable_nri = true"));
+    }
+}

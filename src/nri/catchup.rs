@@ -1,0 +1,208 @@
+//! Catch-up after a (re)connect: NRI's `Synchronize` lists the pods and containers that already
+//! run, and those that started while the plugin was away carry no injected hook. Each running app
+//! container is decided as the hook would decide it at createRuntime ([`crate::policy::decide`]
+//! over [`super::adjust::catchup_annotations`]) and run through the hook's own engine
+//! ([`crate::hook::run`]: idempotent, identity-checked, under the state lock), so one that already
+//! has its group's cookie is left as it is.
+//!
+//! The init's pid is NRI's `Container.pid` (field 12; NRI 0.6.1 has it and containerd 1.7 fills
+//! it). When it is 0, the plugin reads the pid file containerd's runc shim keeps in the bundle,
+//! `/run/containerd/io.containerd.runtime.v2.task/<namespace>/<id>/init.pid` (namespace `k8s.io`,
+//! then `default`). With neither, the container is skipped and said so. Such containers got no
+//! poststop hook either: `gc` drops them from the cache after they exit.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[cfg(test)]
+use crate::procfs::ProcFs;
+
+use crate::config::Config;
+use crate::hook::{self, Done, Paths};
+use crate::kernel::CoreSched;
+use crate::policy::{self, Action, Lifecycle};
+
+use super::adjust;
+use super::messages::{Container, PodSandbox, state};
+
+/// containerd's runc shim's bundle root.
+pub const CONTAINERD_TASK_ROOT: &str = "/run/containerd/io.containerd.runtime.v2.task";
+/// containerd namespaces whose bundles are looked in for `init.pid`.
+pub const CONTAINERD_NAMESPACES: [&str; 2] = ["k8s.io", "default"];
+
+/// How a catch-up went.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Containers that got a cookie they lacked (or a group they had left).
+    pub ensured: usize,
+    /// Containers that had it already.
+    pub already: usize,
+    /// Containers given cookie 0 (policy `none`, disabled class).
+    pub cleared: usize,
+    /// Containers not acted on (not running, sandbox, no pid, `SYSTEM` class, …).
+    pub skipped: usize,
+    /// Containers whose run failed (logged one by one).
+    pub failed: usize,
+}
+
+/// The init pid of a running container: NRI's, else containerd's `init.pid` under `task_root`.
+pub fn init_pid(container: &Container, task_root: &Path) -> Option<i64> {
+    if container.pid > 1 {
+        return Some(i64::from(container.pid));
+    }
+    CONTAINERD_NAMESPACES.iter().find_map(|ns| {
+        let file: PathBuf = task_root.join(ns).join(&container.id).join("init.pid");
+        let text = std::fs::read_to_string(file).ok()?;
+        text.trim().parse::<i64>().ok().filter(|p| *p > 1 && *p <= i64::from(i32::MAX))
+    })
+}
+
+/// Where a catch-up finds the system (the hook's [`Paths`], and containerd's bundles).
+#[derive(Debug, Clone)]
+pub struct Where<'a> {
+    /// The hook's paths.
+    pub paths: Paths<'a>,
+    /// containerd's task root ([`CONTAINERD_TASK_ROOT`]).
+    pub task_root: &'a Path,
+}
+
+/// Gives every running app container of `containers` its group's cookie, through the hook.
+pub fn catch_up<K: CoreSched>(
+    pods: &[PodSandbox],
+    containers: &[Container],
+    config: &Config,
+    at: &Where<'_>,
+    kernel: &K,
+) -> Summary {
+    let by_id: BTreeMap<&str, &PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
+    let (paths, task_root) = (&at.paths, at.task_root);
+    let mut s = Summary::default();
+    if let Err(e) = kernel.probe()
+        && e.is_unsupported()
+    {
+        log::warn!("catch-up skipped: {e}");
+        s.skipped = containers.len();
+        return s;
+    }
+    for c in containers {
+        let no_pod = PodSandbox::default();
+        let pod = by_id.get(c.pod_sandbox_id.as_str()).copied().unwrap_or(&no_pod);
+        if !matches!(c.state, state::CREATED | state::RUNNING | state::PAUSED) || adjust::is_sandbox(pod, c) {
+            s.skipped += 1;
+            continue;
+        }
+        let Some(pid) = init_pid(c, task_root) else {
+            log::warn!("catch-up: container {}: no init pid from NRI or containerd's init.pid; skipped", c.id);
+            s.skipped += 1;
+            continue;
+        };
+        let annotations = adjust::catchup_annotations(pod, c);
+        let input = policy::Input {
+            lifecycle: Lifecycle::Ensure,
+            container_id: &c.id,
+            pid: Some(pid),
+            annotations: &annotations,
+            cgroups_path: c.linux.as_ref().map(|l| l.cgroups_path.as_str()).filter(|p| !p.is_empty()),
+        };
+        let mut decision = match policy::decide(&input, config) {
+            Ok(d) => d,
+            Err(e) => {
+                log::warn!("catch-up: {e}; skipped");
+                s.skipped += 1;
+                continue;
+            }
+        };
+        decision.pod = policy::PodLabels::from_annotations(&annotations);
+        if decision.action == Action::Skip {
+            log::debug!("catch-up: container {}: skipped: {}", c.id, decision.reason);
+            s.skipped += 1;
+            continue;
+        }
+        let group = decision.group.as_deref().unwrap_or("-");
+        match hook::run(&decision, config, paths, kernel) {
+            Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
+                if matches!(o.via, crate::engine::Via::AlreadySet) =>
+            {
+                log::debug!("catch-up: container {} (pid {pid}) already has group {group}'s cookie", c.id);
+                s.already += 1;
+            }
+            Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. }) => {
+                log::info!(
+                    "catch-up: container {} (pid {pid}): group {group}, cookie {}",
+                    c.id,
+                    crate::kernel::CookieHex(o.cookie)
+                );
+                s.ensured += 1;
+            }
+            Ok(Done::Cleared(_)) => {
+                log::info!("catch-up: container {} (pid {pid}): cookie cleared ({})", c.id, decision.reason);
+                s.cleared += 1;
+            }
+            Ok(Done::Skipped | Done::Forgot(_)) => s.skipped += 1,
+            Err(e) => {
+                log::warn!("catch-up: container {} (pid {pid}): {}", c.id, crate::error::Chain(&e));
+                s.failed += 1;
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pid_is_nris_else_containerds_init_pid_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Container { id: "c1".into(), pid: 4242, ..Default::default() };
+        assert_eq!(init_pid(&c, dir.path()), Some(4242));
+        let c = Container { id: "c1".into(), ..Default::default() };
+        assert_eq!(init_pid(&c, dir.path()), None);
+        let bundle = dir.path().join("default/c1");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::write(bundle.join("init.pid"), "777").unwrap();
+        assert_eq!(init_pid(&c, dir.path()), Some(777));
+        let bundle = dir.path().join("k8s.io/c1");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::write(bundle.join("init.pid"), "888\n").unwrap();
+        assert_eq!(init_pid(&c, dir.path()), Some(888), "k8s.io first");
+        std::fs::write(bundle.join("init.pid"), "1").unwrap();
+        assert_eq!(init_pid(&c, dir.path()), Some(777), "pid 1 is never a container's init here");
+        let pid1 = Container { id: "c1".into(), pid: 1, ..Default::default() };
+        assert_eq!(init_pid(&pid1, dir.path()), Some(777));
+    }
+
+    #[test]
+    fn stopped_and_sandbox_containers_are_skipped_without_touching_anything() {
+        let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
+        let stopped = Container {
+            id: "c1".into(),
+            pod_sandbox_id: "sb".into(),
+            state: state::STOPPED,
+            pid: 99,
+            ..Default::default()
+        };
+        let sandbox = Container {
+            id: "sb".into(),
+            pod_sandbox_id: "sb".into(),
+            state: state::RUNNING,
+            pid: 98,
+            ..Default::default()
+        };
+        let unknown = Container { id: "c2".into(), state: state::UNKNOWN, pid: 97, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let state_dir = dir.path().join("state");
+        let proc = ProcFs::default();
+        let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+        let at = Where {
+            paths: Paths { state_dir: &state_dir, proc: &proc, cgroup_root: dir.path() },
+            task_root: dir.path(),
+        };
+        let s = catch_up(&[pod], &[stopped, sandbox, unknown], &Config::default(), &at, &kernel);
+        assert_eq!(s, Summary { skipped: 3, ..Summary::default() });
+        assert!(!state_dir.exists(), "nothing was opened");
+        let calls = kernel.calls();
+        assert!(calls.iter().all(|c| !c.starts_with("create") && !c.starts_with("share")), "{calls:?}");
+    }
+}

@@ -1,0 +1,326 @@
+//! One connection to the runtime: registration, then the `Plugin` service's requests answered in
+//! order on logical connection 1 ([`super::wire::PLUGIN_CONN`]) until the connection ends, a stop
+//! signal, or the runtime's `Shutdown`. `Synchronize` starts a [`super::catchup`] thread.
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+
+use super::adjust;
+use super::catchup;
+use super::messages::{
+    ConfigureRequest, ConfigureResponse, CreateContainerRequest, CreateContainerResponse, Empty, PLUGIN_SERVICE,
+    RUNTIME_SERVICE, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse, event,
+};
+use super::proto::{self, Message};
+use super::ttrpc::{Request, Response, code};
+use super::wire::{
+    Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE, WireError,
+};
+use super::{EVENTS, NriError, Options, POLL, REGISTER_STREAM, REGISTRATION_TIMEOUT, stopping};
+
+/// How a connection ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// A stop signal.
+    Stopped,
+    /// The runtime sent `Shutdown`.
+    Shutdown,
+}
+
+/// One connection's state.
+pub(super) struct Session<'a> {
+    opts: &'a Options,
+    config: &'a Config,
+    hook_path: &'a str,
+    name: &'a str,
+    registered: bool,
+    pub(super) configured: bool,
+    /// Catch-up threads started on this connection (joined before the process exits).
+    pub(super) threads: Vec<std::thread::JoinHandle<()>>,
+    /// A `Synchronize` split over several requests (`more`), collected until the last.
+    sync: SynchronizeRequest,
+}
+
+/// What a request asks of the session once its response is sent.
+enum After {
+    Nothing,
+    Configured,
+    CatchUp(SynchronizeRequest),
+    Shutdown,
+}
+
+impl<'a> Session<'a> {
+    pub(super) fn new(opts: &'a Options, config: &'a Config, hook_path: &'a str, name: &'a str) -> Self {
+        Self {
+            opts,
+            config,
+            hook_path,
+            name,
+            registered: false,
+            configured: false,
+            threads: Vec::new(),
+            sync: SynchronizeRequest::default(),
+        }
+    }
+
+    pub(super) fn serve(&mut self, stream: UnixStream) -> Result<End, NriError> {
+        stream.set_read_timeout(Some(POLL)).map_err(|e| NriError::Wire(WireError::Read(e)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| NriError::Wire(WireError::Write(e)))?;
+        let mut conn = Conn::new(stream);
+        let register = RegisterPluginRequest {
+            plugin_name: self.opts.plugin_name.clone(),
+            plugin_idx: self.opts.plugin_index.clone(),
+        };
+        let req = Request {
+            service: RUNTIME_SERVICE.into(),
+            method: "RegisterPlugin".into(),
+            payload: register.to_bytes(),
+            timeout_nano: REGISTRATION_TIMEOUT.as_nanos() as i64,
+        };
+        conn.send(RUNTIME_CONN, REGISTER_STREAM, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &req.to_bytes())?;
+        let started = Instant::now();
+        loop {
+            if stopping() {
+                return Ok(End::Stopped);
+            }
+            if !(self.registered && self.configured) && started.elapsed() > REGISTRATION_TIMEOUT {
+                return Err(NriError::Timeout(self.name.to_string()));
+            }
+            let Some(incoming) = conn.recv()? else { continue };
+            match incoming {
+                Incoming::UnknownConn { conn: id, length } => {
+                    log::warn!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")
+                }
+                Incoming::Oversize { conn: id, stream_id, length } => {
+                    log::error!("skipping a {length}-byte ttrpc message on connection {id}: over the limit");
+                    if id == PLUGIN_CONN && stream_id % 2 == 1 {
+                        let r = Response::error(code::RESOURCE_EXHAUSTED, "message over the size limit");
+                        conn.send(PLUGIN_CONN, stream_id, TYPE_RESPONSE, 0, &r.to_bytes())?;
+                    }
+                }
+                Incoming::Message(m) if m.conn == RUNTIME_CONN => {
+                    if m.kind == TYPE_RESPONSE && m.stream_id == REGISTER_STREAM && !self.registered {
+                        self.registration_answered(&m.payload)?;
+                    } else {
+                        log::warn!("ignoring an unexpected ttrpc message (type {}) from the runtime", m.kind);
+                    }
+                }
+                Incoming::Message(m) => {
+                    if m.kind != TYPE_REQUEST || m.stream_id % 2 == 0 {
+                        log::warn!("ignoring a ttrpc message of type {} on stream {}", m.kind, m.stream_id);
+                        continue;
+                    }
+                    let (response, after) = self.handle(&m.payload);
+                    conn.send(PLUGIN_CONN, m.stream_id, TYPE_RESPONSE, 0, &response.to_bytes())?;
+                    match after {
+                        After::Nothing => {}
+                        After::Configured => self.configured = true,
+                        After::CatchUp(sync) => self.spawn_catch_up(sync),
+                        After::Shutdown => return Ok(End::Shutdown),
+                    }
+                }
+            }
+        }
+    }
+
+    fn registration_answered(&mut self, payload: &[u8]) -> Result<(), NriError> {
+        let r = Response::decode(payload).unwrap_or_else(|e| Response::error(code::INVALID_ARGUMENT, e.to_string()));
+        if r.code() != code::OK {
+            let s = r.status.unwrap_or_default();
+            return Err(NriError::Refused { name: self.name.to_string(), code: s.code, message: s.message });
+        }
+        self.registered = true;
+        log::info!("registered as NRI plugin {}", self.name);
+        Ok(())
+    }
+
+    /// The response to one request, and what to do after sending it.
+    fn handle(&mut self, payload: &[u8]) -> (Response, After) {
+        let req = match Request::decode(payload) {
+            Ok(r) => r,
+            Err(e) => {
+                log::error!("answering an undecodable ttrpc request with an error: {e}");
+                return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
+            }
+        };
+        if req.service != PLUGIN_SERVICE {
+            log::warn!("the runtime called unknown service {:?}", req.service);
+            return (Response::error(code::UNIMPLEMENTED, format!("service {}", req.service)), After::Nothing);
+        }
+        let bad = |what: &str, e: proto::DecodeError| {
+            log::error!("answering an undecodable {what} request with an error: {e}");
+            (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing)
+        };
+        match req.method.as_str() {
+            "Configure" => match ConfigureRequest::decode(&req.payload) {
+                Ok(c) => {
+                    log::info!(
+                        "configured by {} {}; subscribing to CreateContainer",
+                        c.runtime_name,
+                        c.runtime_version
+                    );
+                    (Response::ok(&ConfigureResponse { events: event::mask(&EVENTS) }), After::Configured)
+                }
+                Err(e) => bad("Configure", e),
+            },
+            "Synchronize" => match SynchronizeRequest::decode(&req.payload) {
+                Ok(s) => {
+                    self.sync.pods.extend(s.pods);
+                    self.sync.containers.extend(s.containers);
+                    if s.more {
+                        return (Response::ok(&SynchronizeResponse { more: true }), After::Nothing);
+                    }
+                    let all = std::mem::take(&mut self.sync);
+                    (Response::ok(&SynchronizeResponse { more: false }), After::CatchUp(all))
+                }
+                Err(e) => bad("Synchronize", e),
+            },
+            "CreateContainer" => self.create_container(&req.payload),
+            "Shutdown" => (Response::ok(&Empty), After::Shutdown),
+            // Not subscribed to; answered with nothing to change should a runtime call them anyway.
+            "StateChange" | "StopContainer" | "UpdateContainer" => (Response::ok(&Empty), After::Nothing),
+            other => {
+                log::warn!("the runtime called unknown method {other:?}");
+                (Response::error(code::UNIMPLEMENTED, format!("method {other}")), After::Nothing)
+            }
+        }
+    }
+
+    fn create_container(&self, payload: &[u8]) -> (Response, After) {
+        let req = match CreateContainerRequest::decode(payload) {
+            Ok(r) => r,
+            Err(e) if self.config.fail_closed => {
+                log::error!("refusing a container: its CreateContainer request is undecodable: {e} (fail_closed)");
+                return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
+            }
+            Err(e) => {
+                log::error!(
+                    "leaving a container unadjusted: its CreateContainer request is undecodable: {e} \
+                     (failing open: it runs without core scheduling; set fail_closed = true to refuse it)"
+                );
+                return (Response::ok(&CreateContainerResponse::default()), After::Nothing);
+            }
+        };
+        let pod = req.pod.unwrap_or_default();
+        let ctr = req.container.unwrap_or_default();
+        let adjust = adjust::adjustment(&pod, &ctr, self.hook_path);
+        match &adjust {
+            Some(a) => log::info!(
+                "container {} (pod {}/{}): injecting the hook, annotations {}",
+                ctr.id,
+                pod.namespace,
+                pod.name,
+                a.annotations.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            None => log::info!("container {} is pod {}'s sandbox: left as it is", ctr.id, pod.id),
+        }
+        (Response::ok(&CreateContainerResponse { adjust }), After::Nothing)
+    }
+
+    fn spawn_catch_up(&mut self, sync: SynchronizeRequest) {
+        log::info!(
+            "synchronized: {} pods, {} containers; catching up the running ones",
+            sync.pods.len(),
+            sync.containers.len()
+        );
+        let config = self.config.clone();
+        let state_dir = self.opts.state_dir.clone();
+        let spawned = std::thread::Builder::new().name("nri-catch-up".into()).spawn(move || {
+            let kernel = crate::kernel::system();
+            let proc = crate::procfs::ProcFs::default();
+            let cgroup_root = crate::cgroup::root();
+            let at = catchup::Where {
+                paths: crate::hook::Paths { state_dir: &state_dir, proc: &proc, cgroup_root: &cgroup_root },
+                task_root: Path::new(catchup::CONTAINERD_TASK_ROOT),
+            };
+            let s = catchup::catch_up(&sync.pods, &sync.containers, &config, &at, &kernel);
+            log::info!(
+                "catch-up done: {} ensured, {} already set, {} cleared, {} skipped, {} failed",
+                s.ensured,
+                s.already,
+                s.cleared,
+                s.skipped,
+                s.failed
+            );
+        });
+        match spawned {
+            Ok(handle) => self.threads.push(handle),
+            Err(e) => log::error!("failed to start the catch-up thread: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nri::messages::{self, ConfigureRequest, ConfigureResponse, CreateContainerResponse};
+
+    fn session_handle(payload: &[u8], fail_closed: bool) -> Response {
+        let opts = Options {
+            socket: "/nonexistent".into(),
+            plugin_name: "p".into(),
+            plugin_index: "10".into(),
+            hook_path: "/h".into(),
+            once: true,
+            state_dir: "/nonexistent".into(),
+        };
+        let config = Config { fail_closed, ..Config::default() };
+        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        s.handle(payload).0
+    }
+
+    fn request(method: &str, payload: Vec<u8>) -> Vec<u8> {
+        Request { service: PLUGIN_SERVICE.into(), method: method.into(), payload, timeout_nano: 0 }.to_bytes()
+    }
+
+    #[test]
+    fn unknown_methods_and_services_are_unimplemented() {
+        assert_eq!(session_handle(&request("Frobnicate", vec![]), false).code(), code::UNIMPLEMENTED);
+        let other = Request { service: "x.Y".into(), method: "Configure".into(), ..Default::default() };
+        assert_eq!(session_handle(&other.to_bytes(), false).code(), code::UNIMPLEMENTED);
+        assert_eq!(session_handle(&[0xff], false).code(), code::INVALID_ARGUMENT);
+    }
+
+    #[test]
+    fn a_malformed_create_container_fails_open_or_closed_never_bigger() {
+        let garbage = request("CreateContainer", vec![0x0a, 0x05, 0x01]);
+        let open = session_handle(&garbage, false);
+        assert_eq!(open.code(), code::OK);
+        assert_eq!(CreateContainerResponse::decode(&open.payload).unwrap(), CreateContainerResponse::default());
+        assert_eq!(session_handle(&garbage, true).code(), code::INVALID_ARGUMENT);
+    }
+
+    #[test]
+    fn a_split_synchronize_is_collected_until_the_last_part() {
+        let opts = Options {
+            socket: "/nonexistent".into(),
+            plugin_name: "p".into(),
+            plugin_index: "10".into(),
+            hook_path: "/h".into(),
+            once: true,
+            state_dir: "/nonexistent".into(),
+        };
+        let config = Config::default();
+        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        let part = |id: &str, more: bool| {
+            let c = messages::Container { id: id.into(), ..Default::default() };
+            request("Synchronize", SynchronizeRequest { pods: vec![], containers: vec![c], more }.to_bytes())
+        };
+        let (r, after) = s.handle(&part("c1", true));
+        assert_eq!(SynchronizeResponse::decode(&r.payload).unwrap(), SynchronizeResponse { more: true });
+        assert!(matches!(after, After::Nothing));
+        let (r, after) = s.handle(&part("c2", false));
+        assert_eq!(r.payload, [] as [u8; 0], "the last (or only) part's answer is empty, as 0.6.1 expects");
+        let After::CatchUp(all) = after else { panic!("no catch-up after the last part") };
+        assert_eq!(all.containers.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1", "c2"]);
+    }
+
+    #[test]
+    fn configure_subscribes_to_create_container_only() {
+        let r = session_handle(&request("Configure", ConfigureRequest::default().to_bytes()), false);
+        assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, 1 << 3);
+    }
+}

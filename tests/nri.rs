@@ -1,0 +1,453 @@
+//! The NRI plugin as a process: the real binary, `oci-coresched-hook nri --socket <tmp>/nri.sock`,
+//! against a fake runtime written here (a unix listener speaking NRI's mux + ttrpc framing through
+//! the crate's own `nri::wire` and `nri::messages`). Each test has its own temp dir; the plugin's
+//! stderr goes to a file there and is printed when a test fails.
+//!
+//! Covered: registration, Configure's subscription, CreateContainer's exact adjustment, a garbage
+//! request, an unknown method and an unknown connection survived, the runtime closing the socket
+//! and a broken frame (the plugin reconnects), the missing socket (one line naming the settings
+//! that enable NRI; `--once` exits 1), SIGTERM (exit 0), and Synchronize catching up running
+//! containers over the shared fake kernel (feature `fake-kernel`).
+
+mod fakeworld;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oci_coresched_hook::nri::messages::{
+    ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest, CreateContainerResponse, Empty, Hook,
+    Hooks, LinuxContainer, PLUGIN_SERVICE, PodSandbox, RUNTIME_SERVICE, RegisterPluginRequest, SynchronizeRequest,
+    state,
+};
+use oci_coresched_hook::nri::proto::Message;
+use oci_coresched_hook::nri::ttrpc::{Request, Response, code};
+use oci_coresched_hook::nri::wire::{
+    self, Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+const HOOK_PATH: &str = "/host/usr/bin/oci-coresched-hook";
+
+/// The plugin process; killed on drop, its stderr printed if the test is failing.
+struct Plugin {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Plugin {
+    fn spawn(mut cmd: Command, dir: &Path) -> Self {
+        let stderr = dir.join("plugin.stderr");
+        cmd.env("OCH_NRI_BACKOFF_MS", "50")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&stderr).expect("stderr file"));
+        let child = cmd.spawn().expect("spawn the plugin");
+        Self { child, stderr }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until the log has a line containing `what`.
+    fn wait_for_log(&self, what: &str) {
+        let end = Instant::now() + WAIT;
+        while !self.log().contains(what) {
+            assert!(Instant::now() < end, "the plugin never logged {what:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit code.
+    fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < end, "the plugin did not exit on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- plugin stderr ---\n{}", self.log());
+        }
+    }
+}
+
+/// The runtime's end of one plugin connection.
+struct Runtime {
+    conn: Conn<UnixStream>,
+    next_stream: u32,
+}
+
+fn accept(listener: &UnixListener) -> Runtime {
+    listener.set_nonblocking(true).unwrap();
+    let end = Instant::now() + WAIT;
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+                return Runtime { conn: Conn::new(s), next_stream: 1 };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < end, "the plugin never connected");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+impl Runtime {
+    fn recv(&mut self) -> Incoming {
+        let end = Instant::now() + WAIT;
+        loop {
+            if let Some(m) = self.conn.recv().expect("read from the plugin") {
+                return m;
+            }
+            assert!(Instant::now() < end, "the plugin sent nothing");
+        }
+    }
+
+    /// Answers the plugin's RegisterPlugin call and returns what it registered.
+    fn expect_register(&mut self) -> RegisterPluginRequest {
+        let Incoming::Message(m) = self.recv() else { panic!("expected a message") };
+        assert_eq!((m.conn, m.kind, m.flags), (RUNTIME_CONN, TYPE_REQUEST, FLAG_REMOTE_CLOSED));
+        let req = Request::decode(&m.payload).unwrap();
+        assert_eq!((req.service.as_str(), req.method.as_str()), (RUNTIME_SERVICE, "RegisterPlugin"));
+        let reply = Response::ok(&Empty).to_bytes();
+        self.conn.send(RUNTIME_CONN, m.stream_id, TYPE_RESPONSE, 0, &reply).unwrap();
+        RegisterPluginRequest::decode(&req.payload).unwrap()
+    }
+
+    fn call_raw(&mut self, request: &[u8]) -> Response {
+        let sid = self.next_stream;
+        self.next_stream += 2;
+        self.conn.send(PLUGIN_CONN, sid, TYPE_REQUEST, FLAG_REMOTE_CLOSED, request).unwrap();
+        match self.recv() {
+            Incoming::Message(m) if m.conn == PLUGIN_CONN && m.stream_id == sid => {
+                assert_eq!(m.kind, TYPE_RESPONSE);
+                Response::decode(&m.payload).unwrap()
+            }
+            other => panic!("unexpected {other:?} while waiting for the answer on stream {sid}"),
+        }
+    }
+
+    fn call(&mut self, method: &str, payload: Vec<u8>) -> Response {
+        let req =
+            Request { service: PLUGIN_SERVICE.into(), method: method.into(), payload, timeout_nano: 2_000_000_000 };
+        self.call_raw(&req.to_bytes())
+    }
+
+    fn configure(&mut self) {
+        let c =
+            ConfigureRequest { config: String::new(), runtime_name: "fake".into(), runtime_version: "0.6.1".into() };
+        let r = self.call("Configure", c.to_bytes());
+        assert_eq!(r.code(), code::OK, "{r:?}");
+        assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, 1 << 3, "CreateContainer only");
+    }
+
+    fn synchronize(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
+        let r = self.call("Synchronize", SynchronizeRequest { pods, containers, more: false }.to_bytes());
+        assert_eq!((r.code(), r.payload.len()), (code::OK, 0), "no updates: {r:?}");
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        let mut s = self.conn.get_ref();
+        s.write_all(bytes).unwrap();
+    }
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn pod() -> PodSandbox {
+    PodSandbox {
+        id: "sb1".into(),
+        name: "web-0".into(),
+        uid: "uid-1".into(),
+        namespace: "tenant-a".into(),
+        annotations: map(&[
+            ("oci-coresched-hook/group", "web"),
+            ("oci-coresched-hook/policy", "default"),
+            ("koordinator.sh/qosClass", "LS"),
+            ("other.example/pod", "x"),
+            ("io.kubernetes.pod.namespace", "kube-system"),
+        ]),
+    }
+}
+
+fn container(id: &str, pid: u32, ann: &[(&str, &str)]) -> Container {
+    Container {
+        id: id.into(),
+        pod_sandbox_id: "sb1".into(),
+        name: "app".into(),
+        state: state::RUNNING,
+        annotations: map(ann),
+        linux: Some(LinuxContainer { cgroups_path: "/kubepods/burstable/pod-uid-1/".into() }),
+        pid,
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+fn setup(tag: &str) -> Setup {
+    let dir = tempfile::Builder::new().prefix(&format!("och-nri-{tag}-")).tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "syslog = false\nlog_level = \"debug\"\n").unwrap();
+    let socket = dir.path().join("nri.sock");
+    Setup { dir, socket }
+}
+
+fn plugin_cmd(s: &Setup, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(fakeworld::HOOK);
+    cmd.env_remove("RUST_LOG")
+        .arg("--config")
+        .arg(s.dir.path().join("config.toml"))
+        .arg("--state-dir")
+        .arg(s.dir.path().join("state"))
+        .args(["nri", "--socket"])
+        .arg(&s.socket)
+        .args(["--hook-path", HOOK_PATH])
+        .args(extra);
+    cmd
+}
+
+#[test]
+fn registers_configures_and_adjusts_exactly() {
+    let s = setup("adjust");
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
+    let mut rt = accept(&listener);
+    let reg = rt.expect_register();
+    assert_eq!((reg.plugin_name.as_str(), reg.plugin_idx.as_str()), ("oci-coresched-hook", "10"));
+    rt.configure();
+    rt.synchronize(vec![], vec![]);
+
+    let req = CreateContainerRequest {
+        pod: Some(pod()),
+        container: Some(container("c1", 0, &[("oci-coresched-hook/group", "solo"), ("other.example/ctr", "y")])),
+    };
+    let r = rt.call("CreateContainer", req.to_bytes());
+    assert_eq!(r.code(), code::OK, "{r:?}");
+    let resp = CreateContainerResponse::decode(&r.payload).unwrap();
+    assert_eq!(resp.to_bytes(), r.payload, "the response has no field beyond annotations and hooks");
+    let adjust = resp.adjust.expect("an adjustment");
+    assert_eq!(
+        adjust.annotations,
+        map(&[
+            ("io.kubernetes.cri.container-name", "app"),
+            ("io.kubernetes.cri.sandbox-id", "sb1"),
+            ("io.kubernetes.cri.sandbox-name", "web-0"),
+            ("io.kubernetes.cri.sandbox-namespace", "tenant-a"),
+            ("io.kubernetes.cri.sandbox-uid", "uid-1"),
+            ("koordinator.sh/qosClass", "LS"),
+            ("oci-coresched-hook/group", "solo"),
+            ("oci-coresched-hook/policy", "default"),
+        ])
+    );
+    let hook = |stage: &str| Hook {
+        path: HOOK_PATH.into(),
+        args: vec!["oci-coresched-hook".into(), "hook".into(), "--stage".into(), stage.into()],
+        env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+        timeout: Some(10),
+    };
+    assert_eq!(
+        adjust.hooks,
+        Some(Hooks {
+            create_runtime: vec![hook("createRuntime")],
+            poststart: vec![hook("poststart")],
+            poststop: vec![hook("poststop")],
+            ..Hooks::default()
+        })
+    );
+
+    // The sandbox container, should a runtime send it: nothing.
+    let sandbox = CreateContainerRequest {
+        pod: Some(pod()),
+        container: Some(container("sb1", 0, &[("io.kubernetes.cri.container-type", "sandbox")])),
+    };
+    let r = rt.call("CreateContainer", sandbox.to_bytes());
+    assert_eq!(CreateContainerResponse::decode(&r.payload).unwrap().adjust, None);
+
+    // Garbage, an unknown method and a frame for nobody: answered or dropped, and survived.
+    let r = rt.call_raw(&[0x0a, 0x7f, 0x01]);
+    assert_eq!(r.code(), code::INVALID_ARGUMENT, "{r:?}");
+    let r = rt.call("CreateContainer", vec![0x12, 0x09, 0x0a]);
+    assert_eq!((r.code(), r.payload.len()), (code::OK, 0), "an undecodable container fails open: no adjustment");
+    let r = rt.call("Frobnicate", vec![]);
+    assert_eq!(r.code(), code::UNIMPLEMENTED);
+    rt.write_raw(&wire::mux_frames(7, b"nobody listens here"));
+    let r = rt.call("CreateContainer", req.to_bytes());
+    assert_eq!(CreateContainerResponse::decode(&r.payload).unwrap().adjust, Some(adjust));
+
+    plugin.wait_for_log("ignoring a 19-byte NRI frame for connection 7");
+    assert_eq!(plugin.terminate(), Some(0), "SIGTERM is a clean exit");
+    let log = plugin.log();
+    for line in [
+        "connected to ",
+        "registered as NRI plugin 10-oci-coresched-hook",
+        "configured by fake 0.6.1; subscribing to CreateContainer",
+        "container c1 (pod tenant-a/web-0): injecting the hook",
+        "container sb1 is pod sb1's sandbox: left as it is",
+        "answering an undecodable ttrpc request with an error",
+        "leaving a container unadjusted",
+        "the runtime called unknown method \"Frobnicate\"",
+        "stopping on a signal",
+    ] {
+        assert!(log.contains(line), "no {line:?} in the log:\n{log}");
+    }
+}
+
+#[test]
+fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
+    let s = setup("reconnect");
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let mut plugin = Plugin::spawn(plugin_cmd(&s, &["--plugin-name", "och", "--plugin-index", "42"]), s.dir.path());
+    let mut rt = accept(&listener);
+    assert_eq!(rt.expect_register().plugin_idx, "42");
+    rt.configure();
+    drop(rt); // the runtime restarts
+
+    let mut rt = accept(&listener);
+    assert_eq!(rt.expect_register().plugin_name, "och");
+    rt.configure();
+    // A mux header announcing more than NRI allows: the stream cannot be trusted past it.
+    rt.write_raw(&[0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff]);
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    let r = rt.call("Shutdown", Empty.to_bytes());
+    assert_eq!(r.code(), code::OK);
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    let end = Instant::now() + WAIT;
+    while plugin.log().matches("registered as NRI plugin 42-och").count() < 4 {
+        assert!(Instant::now() < end, "no fourth registration");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    assert!(
+        log.contains("NRI connection ended: failed to talk to the runtime over NRI: the NRI connection was closed"),
+        "{log}"
+    );
+    assert!(log.contains("over the limit of 16777216"), "{log}");
+    assert!(log.contains("NRI connection ended: the runtime is shutting down"), "{log}");
+}
+
+#[test]
+fn a_missing_socket_says_once_how_to_enable_nri_and_keeps_trying() {
+    let s = setup("absent");
+    let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
+    plugin.wait_for_log("failed to connect to the NRI socket");
+    std::thread::sleep(Duration::from_millis(600)); // several retries at 50, 100, 200 ms
+    // The socket appears: the plugin connects.
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("failed to connect")).collect();
+    assert_eq!(lines.len(), 1, "one line for the whole outage:\n{log}");
+    for needle in [
+        r#"[plugins."io.containerd.nri.v1.nri"] disable = false"#,
+        "/etc/containerd/config.toml",
+        "enable_nri = true",
+        "No such file or directory",
+    ] {
+        assert!(lines[0].contains(needle), "{needle:?} missing from {:?}", lines[0]);
+    }
+}
+
+#[test]
+fn with_once_a_missing_socket_is_exit_1() {
+    let s = setup("once");
+    let out = fakeworld::run(plugin_cmd(&s, &["--once"]), b"");
+    assert_eq!(out.code, Some(1), "{out}");
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("failed to connect")).collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(lines[0].contains("enable_nri = true"), "{out}");
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let s = setup("flags");
+    for bad in [&["--plugin-index", "7"][..], &["--plugin-index", "ab"], &["--plugin-name", ""]] {
+        let out = fakeworld::run(plugin_cmd(&s, bad), b"");
+        assert_eq!(out.code, Some(2), "{bad:?}: {out}");
+    }
+}
+
+#[cfg(feature = "fake-kernel")]
+#[test]
+fn synchronize_gives_running_containers_their_cookies() {
+    let world = fakeworld::World::new("nri-sync", "");
+    let socket = world.path("nri.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (p1, p2, p3) = (world.spawn(), world.spawn(), world.spawn());
+    let mut cmd = world.cmd(&["nri", "--socket", socket.to_str().unwrap(), "--hook-path", HOOK_PATH]);
+    cmd.env_remove("RUST_LOG");
+    let plugin = Plugin::spawn(cmd, world.root());
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    let mut p = pod();
+    p.annotations.remove("io.kubernetes.pod.namespace");
+    let other = PodSandbox { id: "sb2".into(), namespace: "tenant-b".into(), ..PodSandbox::default() };
+    let mut stopped = container("c-stopped", p3 as u32, &[]);
+    stopped.state = state::STOPPED;
+    let mut lone = container("c3", p3 as u32, &[]);
+    lone.pod_sandbox_id = "sb2".into();
+    rt.synchronize(
+        vec![p, other],
+        vec![container("c1", p1 as u32, &[]), container("c2", p2 as u32, &[]), stopped, lone],
+    );
+    plugin.wait_for_log("catch-up done");
+    let log = plugin.log();
+    assert!(log.contains("catch-up done: 3 ensured, 0 already set, 0 cleared, 1 skipped, 0 failed"), "{log}");
+    let list = world.list();
+    let groups = fakeworld::check_consistent(&list);
+    assert_eq!(groups.keys().collect::<Vec<_>>(), ["tenant-a/web", "tenant-b/pod:sb2"], "{list:#}");
+    let rows = fakeworld::members(&list);
+    let ids: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(ids, [("tenant-a/web", "c1"), ("tenant-a/web", "c2"), ("tenant-b/pod:sb2", "c3")], "{list:#}");
+
+    // A second Synchronize (a reconnect) finds them done.
+    drop(rt);
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    rt.synchronize(vec![pod()], vec![container("c1", p1 as u32, &[("io.kubernetes.pod.namespace", "tenant-a")])]);
+    let end = Instant::now() + WAIT;
+    while plugin.log().matches("catch-up done").count() < 2 {
+        assert!(Instant::now() < end, "no second catch-up:\n{}", plugin.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(plugin.log().contains("catch-up done: 0 ensured, 1 already set"), "{}", plugin.log());
+}
+
+#[cfg(not(feature = "fake-kernel"))]
+#[test]
+fn synchronize_gives_running_containers_their_cookies() {
+    fakeworld::needs_feature("synchronize_gives_running_containers_their_cookies", "fake-kernel");
+}
