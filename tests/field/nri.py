@@ -78,6 +78,9 @@ def start_containerd(c):
     )
     if not ok_ or not c.alive():
         raise RuntimeError(f"containerd did not come up: {log_text(CONTAINERD_LOG)[-2000:]}")
+    failed = [l for l in log_text(CONTAINERD_LOG).splitlines() if "failed to load plugin io.containerd.grpc.v1.cri" in l]
+    if failed:
+        raise RuntimeError(f"containerd's CRI plugin did not load: {failed[-1]}")
 
 
 def plugin_connected(since):
