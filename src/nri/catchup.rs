@@ -52,8 +52,10 @@ pub fn init_pid(container: &Container, task_root: &Path) -> Option<i64> {
     }
     CONTAINERD_NAMESPACES.iter().find_map(|ns| {
         let file: PathBuf = task_root.join(ns).join(&container.id).join("init.pid");
-        let text = std::fs::read_to_string(file).ok()?;
-        text.trim().parse::<i64>().ok().filter(|p| *p > 1 && *p <= i64::from(i32::MAX))
+        let text = std::fs::read_to_string(&file).ok()?;
+        let pid = text.trim().parse::<i64>().ok().filter(|p| *p > 1 && *p <= i64::from(i32::MAX))?;
+        log::debug!("catch-up: container {}: NRI gave no pid; {} says {pid}", container.id, file.display());
+        Some(pid)
     })
 }
 
