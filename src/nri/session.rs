@@ -258,15 +258,19 @@ mod tests {
     use super::*;
     use crate::nri::messages::{self, ConfigureRequest, ConfigureResponse, CreateContainerResponse};
 
-    fn session_handle(payload: &[u8], fail_closed: bool) -> Response {
-        let opts = Options {
+    fn test_options() -> Options {
+        Options {
             socket: "/nonexistent".into(),
             plugin_name: "p".into(),
             plugin_index: "10".into(),
             hook_path: "/h".into(),
             once: true,
             state_dir: "/nonexistent".into(),
-        };
+        }
+    }
+
+    fn session_handle(payload: &[u8], fail_closed: bool) -> Response {
+        let opts = test_options();
         let config = Config { fail_closed, ..Config::default() };
         let mut s = Session::new(&opts, &config, "/h", "10-p");
         s.handle(payload).0
@@ -295,14 +299,7 @@ mod tests {
 
     #[test]
     fn a_split_synchronize_is_collected_until_the_last_part() {
-        let opts = Options {
-            socket: "/nonexistent".into(),
-            plugin_name: "p".into(),
-            plugin_index: "10".into(),
-            hook_path: "/h".into(),
-            once: true,
-            state_dir: "/nonexistent".into(),
-        };
+        let opts = test_options();
         let config = Config::default();
         let mut s = Session::new(&opts, &config, "/h", "10-p");
         let part = |id: &str, more: bool| {
