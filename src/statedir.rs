@@ -84,8 +84,7 @@ impl StateDir {
         if !meta.is_dir() {
             return Err(unsafe_("not a directory".into()));
         }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = euid();
         if meta.uid() != euid {
             return Err(unsafe_(format!("owned by uid {}, expected {euid}", meta.uid())));
         }
@@ -156,6 +155,12 @@ impl StateDir {
             Err(_) => Err(DirError::LockTimeout { path, waited: start.elapsed() }),
         }
     }
+}
+
+/// The process's effective uid (in its own user namespace): the owner the state dir must have.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 #[cfg(test)]

@@ -52,8 +52,7 @@ pub struct ThisProcess;
 
 impl Host for ThisProcess {
     fn euid(&self) -> u32 {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() }
+        crate::statedir::euid()
     }
     fn uid_map(&self) -> Option<String> {
         std::fs::read_to_string("/proc/self/uid_map").ok()
