@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::cgroup;
-use crate::engine::{Adopted, Engine, EngineError, kerr};
+use crate::engine::{Adopted, EngineError, Relay, kerr};
 use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::procfs::{Pid, ProcFs, TaskId};
@@ -219,7 +219,7 @@ pub fn reconcile<K: CoreSched>(
         reports.push(r);
     }
 
-    let engine = Engine::new(kernel, proc, store);
+    let relay = Relay::new(kernel, proc);
     let me = std::process::id() as Pid;
     // Pass 2: walk each live member's cgroup.
     for l in &live {
@@ -292,7 +292,7 @@ pub fn reconcile<K: CoreSched>(
         }
         let src = TaskId { pid: m.pid, start_time: m.start_time };
         let targets: Vec<TaskId> = todo.iter().map(|(t, _)| *t).collect();
-        match engine.adopt(src, l.cookie, &targets) {
+        match relay.adopt(src, l.cookie, &targets) {
             Ok(results) => {
                 for (a, (task, old)) in results.into_iter().zip(&todo) {
                     match a.result {

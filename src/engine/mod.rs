@@ -9,6 +9,11 @@ use std::io;
 
 use crate::procfs::Pid;
 
+mod relay;
+
+use relay::RelayError;
+pub use relay::{Adopted, Adoption, Relay};
+
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Labels, Member, Store, StoreError};
@@ -127,7 +132,7 @@ pub struct EnsureOutcome {
 #[derive(Debug)]
 pub struct Engine<'a, K: CoreSched> {
     kernel: &'a K,
-    proc: &'a ProcFs,
+    relay: Relay<'a, K>,
     store: &'a Store,
 }
 
@@ -145,15 +150,7 @@ struct Live {
 impl<'a, K: CoreSched> Engine<'a, K> {
     /// An engine; the caller holds the lock on `store`.
     pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
-        Self { kernel, proc, store }
-    }
-
-    fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
-        self.proc.task(pid).map_err(|source| EngineError::Proc { pid, source })?.ok_or(EngineError::TargetGone(pid))
-    }
-
-    fn same(&self, id: TaskId) -> Result<bool, EngineError> {
-        self.proc.is_same(id).map_err(|source| EngineError::Proc { pid: id.pid, source })
+        Self { kernel, relay: Relay::new(kernel, proc), store }
     }
 
     /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.
@@ -161,7 +158,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         let mut live = Vec::new();
         for m in self.store.members(group)? {
             let id = TaskId { pid: m.pid, start_time: m.start_time };
-            if !self.same(id)? {
+            if !self.relay.same(id)? {
                 log::info!("dropping member {} of group {group}: pid {} died or was reused", m.container_id, m.pid);
                 self.store.remove_member(&m.container_id)?;
                 dropped.push(m.container_id);
@@ -182,7 +179,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     /// Gives the container's init its group's cookie (idempotent).
     pub fn ensure(&self, req: &EnsureRequest) -> Result<EnsureOutcome, EngineError> {
         crate::timing::mark("begin");
-        let target = self.identity(req.pid)?;
+        let target = self.relay.identity(req.pid)?;
         let previous = self.store.member(&req.container_id)?;
         crate::timing::mark("target /proc + its row");
         let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
@@ -213,7 +210,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                         (src.cookie, Via::AlreadySet, Vec::new())
                     } else {
                         let src_id = TaskId { pid: src.member.pid, start_time: src.member.start_time };
-                        match self.relay(src_id, src.cookie, &targets) {
+                        match self.relay.share(src_id, src.cookie, &targets) {
                             Ok(()) => {}
                             Err(RelayError::SourceGone) => {
                                 log::info!("member {} died while sharing from it; retrying", src.member.container_id);
@@ -235,7 +232,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                     self.kernel
                         .create(req.pid, Scope::ThreadGroup)
                         .map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
-                    let cookie = self.verify(req.pid, None)?;
+                    let cookie = self.relay.verify(req.pid, None)?;
                     // Live members that lost their cookie (still 0) join the new one.
                     let targets: Vec<(String, Pid)> = live
                         .iter()
@@ -243,7 +240,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                         .map(|l| (l.member.container_id.clone(), l.member.pid))
                         .collect();
                     if !targets.is_empty() {
-                        match self.relay(target, cookie, &targets) {
+                        match self.relay.share(target, cookie, &targets) {
                             Ok(()) => {}
                             Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(req.pid)),
                             Err(RelayError::Engine(e)) => return Err(e),
@@ -258,7 +255,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 self.store.set_cookie(id, cookie)?;
             }
             // The init must still be the process we acted on.
-            if !self.same(target)? {
+            if !self.relay.same(target)? {
                 return Err(EngineError::TargetGone(req.pid));
             }
             self.store.upsert_member(&Member {
@@ -283,104 +280,10 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })
     }
 
-    /// GET on `pid` and check it (`None`: any non-zero cookie).
-    fn verify(&self, pid: Pid, expected: Option<Cookie>) -> Result<Cookie, EngineError> {
-        let found = self.kernel.get(pid).map_err(kerr(format!("read back the cookie of pid {pid}")))?;
-        match expected {
-            Some(want) if found != want => Err(EngineError::Verify {
-                what: format!("pid {pid}"),
-                expected: CookieHex(want),
-                found: CookieHex(found),
-            }),
-            None if found == 0 => {
-                Err(EngineError::Verify { what: format!("pid {pid}"), expected: CookieHex(1), found: CookieHex(0) })
-            }
-            _ => Ok(found),
-        }
-    }
-
-    /// On a fresh thread: pull `cookie` from `src`, check it, push it to every target, then
-    /// verify each target from this thread.
-    fn relay(&self, src: TaskId, cookie: Cookie, targets: &[(String, Pid)]) -> Result<(), RelayError> {
-        let (kernel, proc) = (self.kernel, self.proc);
-        let result = std::thread::scope(|s| {
-            s.spawn(|| -> Result<(), RelayError> {
-                kernel.share_from(src.pid).map_err(|e| match e {
-                    KernelError::NoSuchProcess(_) => RelayError::SourceGone,
-                    e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
-                })?;
-                // The pid must still be the member we verified, or we pulled a stranger's cookie.
-                let same = proc
-                    .is_same(src)
-                    .map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
-                if !same {
-                    return Err(RelayError::SourceGone);
-                }
-                let mine = kernel.get(0).map_err(|e| RelayError::Engine(kerr("read the relay thread's cookie")(e)))?;
-                if mine != cookie {
-                    return Err(RelayError::Engine(EngineError::Verify {
-                        what: "the relay thread".into(),
-                        expected: CookieHex(cookie),
-                        found: CookieHex(mine),
-                    }));
-                }
-                for (id, pid) in targets {
-                    kernel
-                        .share_to(*pid, Scope::ThreadGroup)
-                        .map_err(|e| RelayError::Engine(kerr(format!("share the cookie to {id} (pid {pid})"))(e)))?;
-                }
-                Ok(())
-            })
-            .join()
-            .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))
-        });
-        result?;
-        for (_, pid) in targets {
-            self.verify(*pid, Some(cookie)).map_err(RelayError::Engine)?;
-        }
-        Ok(())
-    }
-
-    /// Gives each target process (thread-group scope) the cookie of the live task `src`, which
-    /// must be `cookie` (non-zero; checked on the relay thread before anything is pushed). Used by
-    /// `reconcile` for processes that entered a container without a hook (`runc exec`, `nsenter`).
-    ///
-    /// One relay per target, so a target that exits meanwhile ([`Adopted::Exited`], not an
-    /// error) does not stop the others. `Err` only when `src` is gone or changed
-    /// ([`EngineError::TargetGone`]) or `cookie` is 0; per-target failures are in the result.
-    pub fn adopt(&self, src: TaskId, cookie: Cookie, targets: &[TaskId]) -> Result<Vec<Adoption>, EngineError> {
-        if cookie == 0 {
-            return Err(EngineError::Verify {
-                what: format!("pid {} (the source to adopt from)", src.pid),
-                expected: CookieHex(1),
-                found: CookieHex(0),
-            });
-        }
-        let mut out = Vec::with_capacity(targets.len());
-        for &target in targets {
-            let result = if !self.same(target)? {
-                Adopted::Exited
-            } else {
-                match self.relay(src, cookie, &[("process".to_string(), target.pid)]) {
-                    Ok(()) if self.same(target)? => Adopted::Done,
-                    Ok(()) => {
-                        log::warn!("pid {} was reused while it was given cookie {}", target.pid, CookieHex(cookie));
-                        Adopted::Exited
-                    }
-                    Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(src.pid)),
-                    Err(RelayError::Engine(_)) if !self.same(target)? => Adopted::Exited,
-                    Err(RelayError::Engine(e)) => Adopted::Failed(e),
-                }
-            };
-            out.push(Adoption { pid: target.pid, result });
-        }
-        Ok(out)
-    }
-
     /// Gives the init cookie 0 (policy none, or a disabled QoS class) and removes the container
     /// from any group.
     pub fn clear(&self, container_id: &str, pid: Pid) -> Result<Option<Member>, EngineError> {
-        let target = self.identity(pid)?;
+        let target = self.relay.identity(pid)?;
         let current = self.kernel.get(pid).map_err(kerr(format!("read the cookie of pid {pid}")))?;
         if current != 0 {
             let kernel = self.kernel;
@@ -394,9 +297,9 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                 .join()
                 .unwrap_or(Err(EngineError::RelayPanicked))
             })?;
-            self.verify(pid, Some(0))?;
+            self.relay.verify(pid, Some(0))?;
         }
-        if !self.same(target)? {
+        if !self.relay.same(target)? {
             return Err(EngineError::TargetGone(pid));
         }
         Ok(self.store.remove_member(container_id)?)
@@ -418,30 +321,4 @@ fn reset_to_zero<K: CoreSched>(kernel: &K) -> Result<(), EngineError> {
         }
     }
     Err(EngineError::NoZeroSource)
-}
-
-/// What [`Engine::adopt`] did to one target.
-#[derive(Debug)]
-pub enum Adopted {
-    /// The process has the cookie now (verified with a GET).
-    Done,
-    /// The process exited, or its pid was reused, before the share completed.
-    Exited,
-    /// The share failed.
-    Failed(EngineError),
-}
-
-/// One target of [`Engine::adopt`] and what happened to it.
-#[derive(Debug)]
-pub struct Adoption {
-    /// The target process.
-    pub pid: Pid,
-    /// The result.
-    pub result: Adopted,
-}
-
-/// A relay that failed because its source died (retry with another member) or for good.
-enum RelayError {
-    SourceGone,
-    Engine(EngineError),
 }
