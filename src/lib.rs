@@ -21,6 +21,7 @@ pub mod policy;
 pub mod procfs;
 pub mod reload;
 pub mod runtime_state;
+pub mod signals;
 pub mod state;
 pub mod statedir;
 pub mod statedir_choice;

@@ -38,10 +38,10 @@ pub mod wire;
 
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::config::Config;
+use crate::signals::{sleep_unless_stopped, stopping};
 use messages::event;
 use session::{End, Session};
 use wire::WireError;
@@ -113,47 +113,6 @@ pub enum NriError {
     Signal(#[source] std::io::Error),
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-pub(super) fn stopping() -> bool {
-    STOP.load(Ordering::SeqCst)
-}
-
-/// SIGTERM and SIGINT set the stop flag. No `SA_RESTART`: a blocked read returns at once.
-fn install_signal_handlers() -> std::io::Result<()> {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: a zeroed `sigaction` is valid (no flags, empty mask once sigemptyset ran); the
-        // handler only stores to an atomic, which is async-signal-safe; the pointers are to locals
-        // that outlive the calls.
-        let rc = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Sleeps `d` unless a stop signal comes first.
-fn sleep_unless_stopped(d: Duration) {
-    let end = Instant::now() + d;
-    while !stopping() {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
-    }
-}
-
 /// Exponential backoff: `first`, doubling, at most `cap`.
 #[derive(Debug, Clone)]
 struct Backoff {
@@ -196,7 +155,7 @@ fn enable_hint(e: &std::io::Error) -> String {
 
 /// Runs the plugin until SIGTERM (exit 0), or with `--once` until its one connection ends.
 pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
-    install_signal_handlers().map_err(NriError::Signal)?;
+    crate::signals::install().map_err(NriError::Signal)?;
     let hook_path = opts.hook_path.to_string_lossy().into_owned();
     if !opts.hook_path.exists() {
         log::warn!(

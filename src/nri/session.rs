@@ -19,7 +19,8 @@ use super::ttrpc::{Request, Response, code};
 use super::wire::{
     Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE, WireError,
 };
-use super::{EVENTS, NriError, Options, POLL, REGISTER_STREAM, REGISTRATION_TIMEOUT, stopping};
+use super::{EVENTS, NriError, Options, POLL, REGISTER_STREAM, REGISTRATION_TIMEOUT};
+use crate::signals::stopping;
 
 /// How a connection ended without an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
