@@ -18,6 +18,7 @@ pub mod logging;
 pub mod nri;
 pub mod ops;
 pub mod policy;
+pub mod proc_events;
 pub mod procfs;
 pub mod reload;
 pub mod runtime_state;
