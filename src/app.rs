@@ -97,7 +97,10 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Inspect { pid, json } => in_state_dir(&cli, |d| commands::inspect(d, &config, *pid, *json)),
         Command::List { json } => in_state_dir(&cli, |d| commands::list(d, &config, *json)),
         Command::Gc { json } => in_state_dir(&cli, |d| commands::gc(d, &config, *json)),
-        Command::Reconcile { dry_run, once: _, interval, json } => {
+        Command::Reconcile { follow: true, interval, .. } => {
+            in_state_dir(&cli, |d| commands::follow(d, &config, *interval))
+        }
+        Command::Reconcile { dry_run, once: _, interval, follow: false, json } => {
             in_state_dir(&cli, |d| commands::reconcile(d, &config, *dry_run, *interval, *json))
         }
         Command::Rebuild { runc_root, crun_root, json } => {

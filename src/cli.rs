@@ -149,18 +149,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Give processes that entered a container without a hook (runc exec, nsenter) the cookie of
-    /// their container's group; run by a systemd timer
+    /// Give processes that entered a container without a hook (runc exec, podman exec, kubectl
+    /// exec, nsenter) the cookie of their container's group; `--follow` is the packaged service
     Reconcile {
         /// Only report what would be fixed
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         dry_run: bool,
         /// Run once and exit (the default; for timers and scripts)
-        #[arg(long, conflicts_with = "interval")]
+        #[arg(long, conflicts_with_all = ["interval", "follow"])]
         once: bool,
-        /// Instead of once, repeat every SECONDS until killed
+        /// Instead of once, repeat every SECONDS until killed; with --follow, the full sweep's
+        /// interval [default with --follow: 60]
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86400))]
         interval: Option<u64>,
+        /// Run until SIGTERM: give each process that forks or execs into a member container its
+        /// cookie at once (the kernel's proc connector), plus a full sweep at start and every
+        /// --interval; without process events, a sweep every 10 s
+        #[arg(long, conflicts_with = "json")]
+        follow: bool,
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,

@@ -70,11 +70,18 @@ pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()
 pub fn metrics(state_dir: &Path, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
     let kernel = kernel::system();
     let proc = ProcFs::default();
-    let text = match ops::open_existing(state_dir, config.lock_timeout())? {
+    let mut text = match ops::open_existing(state_dir, config.lock_timeout())? {
         Some((_lock, store)) => ops::metrics::render(&store, &kernel, &proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
         None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &kernel, &proc)?,
     };
+    // The follower's counters (`reconcile --follow` rewrites them every 10 s).
+    let follow = state_dir.join(crate::follow::METRICS_FILE);
+    match std::fs::read_to_string(&follow) {
+        Ok(f) => text.push_str(&f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!("failed to read {}: {e}", follow.display()),
+    }
     match output {
         Some(path) => ops::metrics::write_atomic(path, &text)
             .with_context(|| format!("failed to write metrics to {}", path.display()))?,
@@ -98,6 +105,36 @@ pub fn reconcile(
             None => return Ok(()),
         }
     }
+}
+
+/// The follow mode's default sweep interval, seconds.
+pub const FOLLOW_SWEEP_SECS: u64 = 60;
+
+/// `reconcile --follow [--interval SECONDS]`: the follower, its sweep a quiet `reconcile`.
+pub fn follow(state_dir: &Path, config: &Config, interval: Option<u64>) -> anyhow::Result<()> {
+    let proc = ProcFs::default();
+    let kernel = kernel::system();
+    let opts = crate::follow::Options {
+        state_dir: state_dir.to_path_buf(),
+        lock_timeout: config.lock_timeout(),
+        sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
+    };
+    let cgroup_root = crate::cgroup::root();
+    crate::follow::run(&opts, &kernel, &proc, || {
+        if !StateDir::has_cache(state_dir)? {
+            return Ok(0);
+        }
+        let report = write_txn(state_dir, config, |store| {
+            Ok(ops::reconcile::reconcile(store, &kernel, &proc, &cgroup_root, false)?)
+        })?;
+        for e in report.members.iter().flat_map(|m| &m.errors) {
+            log::warn!("reconcile --follow: sweep: {e}");
+        }
+        if report.fixed() > 0 {
+            log::info!("reconcile --follow: the sweep gave {} processes their group's cookie", report.fixed());
+        }
+        Ok(report.fixed())
+    })
 }
 
 fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod exit_codes;
 pub mod fault;
+pub mod follow;
 pub mod hook;
 pub mod kernel;
 pub mod logging;

@@ -94,6 +94,14 @@ impl ProcFs {
         Ok(self.task(id.pid)? == Some(id))
     }
 
+    /// The CPU time `pid` used, user + system, in clock ticks (`/proc/PID/stat` fields 14, 15).
+    pub fn cpu_ticks(&self, pid: Pid) -> io::Result<Option<u64>> {
+        let (Some(user), Some(system)) = (self.stat_field(pid, 14)?, self.stat_field(pid, 15)?) else {
+            return Ok(None);
+        };
+        Ok(Some(user + system))
+    }
+
     /// The process group of `pid`, or `None` when no such process exists.
     pub fn process_group(&self, pid: Pid) -> io::Result<Option<Pid>> {
         Ok(self.stat_field(pid, 5)?.map(|v| v as Pid))

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The cache file's name inside the state directory.
-const DB_FILE: &str = "cache.db";
+/// The cache file's name in the state dir.
+pub const DB_FILE: &str = "cache.db";
 
 /// Default state directory.
 pub const DEFAULT_STATE_DIR: &str = "/run/oci-coresched-hook";

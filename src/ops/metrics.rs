@@ -28,13 +28,13 @@ pub fn escape_label(v: &str) -> String {
     out
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     // HELP text escapes backslash and line feed; ours are static and contain neither.
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+pub(crate) fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
     out.push_str(name);
     if !labels.is_empty() {
         out.push('{');

@@ -2,7 +2,8 @@
 //! hook and keep their caller's cookie (usually 0). For every live cached member, every process
 //! of its cgroup (and of the cgroups below it) whose cookie differs from the cookie on the
 //! member's init is given that cookie, thread-group scope, through a verified relay thread
-//! ([`Engine::adopt`]). Meant for a systemd timer; `--dry-run` only reports.
+//! ([`Relay::adopt`](crate::engine::Relay::adopt)). The sweep of `reconcile --follow` (the packaged
+//! service) and a command of its own; `--dry-run` only reports.
 //!
 //! Safety rules, because the cgroup is the only thing that ties a process to a container:
 //! - the root cgroup and paths that are not plain absolute paths are never walked;

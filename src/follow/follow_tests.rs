@@ -1,0 +1,124 @@
+//! The follower's per-event rules over the fake kernel and a fake `/proc`.
+
+use super::*;
+use crate::engine::{Engine, EnsureRequest};
+use crate::kernel::{Cookie, Scope};
+use crate::ops::test_world::World;
+use crate::store::Labels;
+
+fn container(w: &World, id: &str, group: &str, pid: Pid, cgroup: &str) -> Cookie {
+    w.fp.spawn(pid, 1000 + pid as u64, 0, cgroup).unwrap();
+    let req = EnsureRequest {
+        container_id: id.into(),
+        group: group.into(),
+        pid,
+        labels: Labels { cgroup: Some(cgroup.into()), ..Default::default() },
+    };
+    Engine::new(&w.kernel, &w.proc, &w.store).ensure(&req).unwrap().cookie
+}
+
+fn exec(tgid: Pid) -> Event {
+    Event::Exec { tgid, at_ns: monotonic_ns() }
+}
+
+fn follower(w: &World) -> Follower<'_, crate::kernel::fake::FakeKernel> {
+    let mut f = Follower::new(&w.kernel, &w.proc);
+    f.refresh(&w.store).unwrap();
+    f
+}
+
+#[test]
+fn an_exec_d_process_of_a_member_cgroup_gets_the_group_cookie_and_a_window() {
+    let w = World::new();
+    let c = container(&w, "a1", "web", 100, "/pod1/a1");
+    w.fp.spawn(200, 2000, 0, "/pod1/a1").unwrap(); // runc exec: cookie 0
+    w.fp.spawn(300, 3000, 0, "/pod1/a1/sub").unwrap(); // a descendant cgroup
+    let mut f = follower(&w);
+    assert_eq!(f.handle(exec(200)), Outcome::Fixed);
+    assert_eq!(f.handle(Event::Fork { pid: 300, tgid: 300, at_ns: monotonic_ns() }), Outcome::Fixed);
+    assert_eq!((w.kernel.get(200).unwrap(), w.kernel.get(300).unwrap()), (c, c));
+    assert_eq!(f.handle(exec(200)), Outcome::Already, "one GET, nothing else");
+    assert_eq!((f.stats.execs, f.stats.forks, f.stats.fixed_event, f.stats.already), (2, 1, 2, 1));
+    assert_eq!(f.stats.window_counts.iter().sum::<u64>(), 2);
+    assert!(f.stats.window_max > 0.0);
+}
+
+#[test]
+fn processes_outside_member_cgroups_never_get_a_cookie() {
+    let w = World::new();
+    container(&w, "a1", "web", 100, "/pod1/a1");
+    for (pid, cg) in [(200, "/system.slice/containerd.service"), (201, "/"), (202, "/pod1"), (203, "/pod1/a10")] {
+        w.fp.spawn(pid, 5000 + pid as u64, 0, cg).unwrap();
+    }
+    let mut f = follower(&w);
+    for pid in [200, 201, 202, 203, 1, std::process::id() as Pid, 99999] {
+        assert!(matches!(f.handle(exec(pid)), Outcome::Outside | Outcome::Exited), "pid {pid}");
+    }
+    for pid in [200, 201, 202, 203] {
+        assert_eq!(w.kernel.get(pid).unwrap(), 0, "pid {pid}");
+    }
+    assert_eq!(f.stats.fixed_event, 0);
+}
+
+#[test]
+fn a_cgroup_shared_by_two_groups_and_a_root_member_are_skipped() {
+    let w = World::new();
+    container(&w, "a", "ga", 100, "/shared");
+    container(&w, "b", "gb", 110, "/shared");
+    container(&w, "r", "gr", 120, "/");
+    w.fp.spawn(200, 2000, 0, "/shared").unwrap();
+    w.fp.spawn(201, 2010, 0, "/elsewhere").unwrap();
+    let mut f = follower(&w);
+    assert_eq!(f.handle(exec(200)), Outcome::Outside);
+    assert_eq!(f.handle(exec(201)), Outcome::Outside, "a member in the root cgroup owns nothing");
+    assert_eq!((w.kernel.get(200).unwrap(), w.kernel.get(201).unwrap()), (0, 0));
+}
+
+#[test]
+fn a_dead_or_reused_init_gives_nothing() {
+    let w = World::new();
+    container(&w, "a1", "web", 100, "/pod1/a1");
+    w.fp.spawn(200, 2000, 0, "/pod1/a1").unwrap();
+    let mut f = follower(&w);
+    // The init's pid is reused by another process in the same cgroup after the view was built.
+    w.fp.kill(100, 0).unwrap();
+    w.fp.spawn(100, 7777, 0, "/pod1/a1").unwrap();
+    w.kernel.create(100, Scope::ThreadGroup).unwrap();
+    assert_eq!(f.handle(exec(200)), Outcome::Outside);
+    assert_eq!(w.kernel.get(200).unwrap(), 0, "never the cookie of a stranger on the init's pid");
+}
+
+#[test]
+fn the_group_cookie_is_read_from_the_init_when_it_changed_since_the_view() {
+    let w = World::new();
+    let old = container(&w, "a1", "web", 100, "/pod1/a1");
+    w.fp.spawn(200, 2000, 0, "/pod1/a1").unwrap();
+    let mut f = follower(&w);
+    w.kernel.create(100, Scope::ThreadGroup).unwrap(); // a converge gave the group a new cookie
+    let new = w.kernel.get(100).unwrap();
+    assert_ne!(old, new);
+    assert_eq!(f.handle(exec(200)), Outcome::Fixed);
+    assert_eq!(w.kernel.get(200).unwrap(), new);
+}
+
+#[test]
+fn a_thread_created_without_the_cookie_is_fixed_and_lost_events_are_counted() {
+    let w = World::new();
+    let c = container(&w, "a1", "web", 100, "/pod1/a1");
+    w.fp.spawn(200, 2000, 1, "/pod1/a1").unwrap(); // 200 and its thread 201
+    let mut f = follower(&w);
+    assert_eq!(f.handle(Event::Fork { pid: 201, tgid: 200, at_ns: monotonic_ns() }), Outcome::Fixed);
+    assert_eq!((w.kernel.get(200).unwrap(), w.kernel.get(201).unwrap()), (c, c), "the whole thread group");
+    assert_eq!(f.handle(Event::Lost), Outcome::Outside);
+    assert_eq!(f.stats.lost, 1);
+}
+
+#[test]
+fn an_empty_cache_reads_nothing_from_proc() {
+    let w = World::new();
+    w.fp.spawn(200, 2000, 0, "/pod1/a1").unwrap();
+    let mut f = follower(&w);
+    assert!(f.view.is_empty());
+    assert_eq!(f.handle(exec(200)), Outcome::Outside);
+    assert_eq!(w.kernel.get(200).unwrap(), 0);
+}

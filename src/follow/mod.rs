@@ -1,0 +1,374 @@
+//! `reconcile --follow`: processes that enter a container by exec (`runc exec`, `crun exec`,
+//! `podman exec`, CRI `ExecSync` / `Exec`, i.e. probes and `kubectl exec`) pass through no hook.
+//! The follower hears every fork and exec on the host from the kernel's proc connector
+//! ([`crate::proc_events`]) and gives each new process of a member container's cgroup its
+//! group's cookie at once, through the verified relay ([`crate::engine::Relay`]); a full sweep
+//! (`reconcile`) runs at start, every `--interval`, and after the kernel dropped events.
+//!
+//! Per event: no SQLite and no lock. The cgroup comes from `/proc/PID/cgroup`, the member from
+//! the in-memory [`view::View`] (rebuilt under the lock when the cache files change), then one
+//! GET; a process that already has the cookie costs nothing more. The reconcile safety rules hold:
+//! only processes inside a live member's cgroup (the most specific one, of one group only; never
+//! the root cgroup), the cookie pulled from the member's init with its identity checked, the
+//! target's identity checked around the share. Where there are no process events (no
+//! `CONFIG_PROC_EVENTS`, no CAP_NET_ADMIN, not in the host's namespaces) it says so in one line,
+//! counts it (`events_enabled 0`) and sweeps every [`FALLBACK_SWEEP`] instead.
+
+pub mod stats;
+pub mod view;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::engine::{Adopted, EngineError, Relay};
+use crate::error::Chain;
+use crate::kernel::{CookieHex, CoreSched, KernelError};
+use crate::proc_events::{Event, EventSource, ProcConnector, monotonic_ns};
+use crate::procfs::{Pid, ProcFs};
+use crate::store::Store;
+use stats::Stats;
+use view::{Signature, View};
+
+/// The longest sweep interval while process events are missing.
+pub const FALLBACK_SWEEP: Duration = Duration::from_secs(10);
+/// How often `follow.prom` is rewritten.
+pub const METRICS_EVERY: Duration = Duration::from_secs(10);
+/// How long the follower waits before it tries to reopen a proc connector that failed.
+const REOPEN_AFTER: Duration = Duration::from_secs(30);
+/// The metrics file's name in the state dir.
+pub const METRICS_FILE: &str = "follow.prom";
+
+/// What happened to one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not a process of a live member's cgroup (or gone, or the follower itself).
+    Outside,
+    /// It had its group's cookie already.
+    Already,
+    /// It was given the cookie.
+    Fixed,
+    /// It exited meanwhile.
+    Exited,
+    /// It could not be fixed (logged).
+    Failed,
+}
+
+/// Handles events against a view: the per-event part of the follower.
+#[derive(Debug)]
+pub struct Follower<'a, K: CoreSched> {
+    kernel: &'a K,
+    proc: &'a ProcFs,
+    /// The view events are matched against.
+    pub view: View,
+    /// Counters.
+    pub stats: Stats,
+    me: Pid,
+}
+
+impl<'a, K: CoreSched> Follower<'a, K> {
+    /// A follower with an empty view.
+    pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
+        Self { kernel, proc, view: View::default(), stats: Stats::default(), me: std::process::id() as Pid }
+    }
+
+    /// Rebuilds the view from the cache (read only; the caller holds the lock).
+    pub fn refresh(&mut self, store: &Store) -> Result<(), crate::store::StoreError> {
+        let members = store.all_members()?;
+        self.view = View::build(&members, self.kernel, self.proc);
+        self.stats.refreshes += 1;
+        self.stats.members = self.view.len();
+        Ok(())
+    }
+
+    /// Handles one event; `now_ns` is read after the fix for the window.
+    pub fn handle(&mut self, ev: Event) -> Outcome {
+        let (task, tgid, at_ns, kind) = match ev {
+            Event::Fork { pid, tgid, at_ns } => {
+                self.stats.forks += 1;
+                (pid, tgid, at_ns, "fork")
+            }
+            Event::Exec { tgid, at_ns } => {
+                self.stats.execs += 1;
+                (tgid, tgid, at_ns, "exec")
+            }
+            Event::Lost => {
+                self.stats.lost += 1;
+                return Outcome::Outside;
+            }
+        };
+        let outcome = self.fix(task, tgid, at_ns, kind);
+        match outcome {
+            Outcome::Already => self.stats.already += 1,
+            Outcome::Fixed => self.stats.fixed_event += 1,
+            Outcome::Failed => self.stats.failures += 1,
+            Outcome::Outside | Outcome::Exited => {}
+        }
+        outcome
+    }
+
+    /// `task` is the new task (a thread of `tgid`, or `tgid` itself): its cookie is checked, and
+    /// the share goes to its whole thread group.
+    fn fix(&mut self, task: Pid, tgid: Pid, at_ns: u64, kind: &str) -> Outcome {
+        if tgid <= 1 || tgid == self.me || self.view.is_empty() {
+            return Outcome::Outside;
+        }
+        let cg = match self.proc.cgroup(task) {
+            Ok(Some(cg)) => cg,
+            Ok(None) => return Outcome::Exited,
+            Err(e) => {
+                log::debug!("follow: failed to read /proc/{task}/cgroup: {e}");
+                return Outcome::Exited;
+            }
+        };
+        let Some(m) = self.view.owner(&cg).cloned() else { return Outcome::Outside };
+        let current = match self.kernel.get(task) {
+            Ok(c) => c,
+            Err(KernelError::NoSuchProcess(_)) => return Outcome::Exited,
+            Err(e) => {
+                log::warn!("follow: failed to read the cookie of pid {task}: {}", Chain(&e));
+                return Outcome::Failed;
+            }
+        };
+        if current == m.cookie {
+            return Outcome::Already;
+        }
+        // The group's cookie may have changed since the view was built: ask its init.
+        let cookie = match self.kernel.get(m.init.pid) {
+            Ok(0) | Err(KernelError::NoSuchProcess(_)) => return Outcome::Outside,
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!(
+                    "follow: failed to read the cookie of pid {} (init of {}): {}",
+                    m.init.pid,
+                    m.container_id,
+                    Chain(&e)
+                );
+                return Outcome::Failed;
+            }
+        };
+        self.view.set_cookie(&m.container_id, cookie);
+        if current == cookie {
+            return Outcome::Already;
+        }
+        let target = match self.proc.task(tgid) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Outcome::Exited,
+            Err(e) => {
+                log::warn!("follow: failed to read /proc/{tgid}/stat: {e}");
+                return Outcome::Failed;
+            }
+        };
+        match Relay::new(self.kernel, self.proc).adopt(m.init, cookie, &[target]) {
+            Ok(mut r) => match r.pop().map(|a| a.result) {
+                Some(Adopted::Done) => {
+                    let window = monotonic_ns().saturating_sub(at_ns) as f64 / 1e9;
+                    self.stats.window(window);
+                    log::debug!(
+                        "follow: gave pid {tgid} of container {} (group {}) cookie {} (was {}) after {} us ({kind})",
+                        m.container_id,
+                        m.group,
+                        CookieHex(cookie),
+                        CookieHex(current),
+                        (window * 1e6).round() as u64
+                    );
+                    Outcome::Fixed
+                }
+                Some(Adopted::Exited) | None => Outcome::Exited,
+                Some(Adopted::Failed(e)) => {
+                    log::warn!(
+                        "follow: failed to give pid {task} the cookie of container {}: {}",
+                        m.container_id,
+                        Chain(&e)
+                    );
+                    Outcome::Failed
+                }
+            },
+            // The init died or was replaced: the next refresh drops it.
+            Err(EngineError::TargetGone(_)) => Outcome::Outside,
+            Err(e) => {
+                log::warn!(
+                    "follow: failed to give pid {task} the cookie of container {}: {}",
+                    m.container_id,
+                    Chain(&e)
+                );
+                Outcome::Failed
+            }
+        }
+    }
+}
+
+/// Options of [`run`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The state dir.
+    pub state_dir: PathBuf,
+    /// How long to wait for the state lock.
+    pub lock_timeout: Duration,
+    /// The sweep interval while events arrive.
+    pub sweep_every: Duration,
+}
+
+/// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
+fn own_cpu_seconds(proc: &ProcFs) -> f64 {
+    // SAFETY: sysconf has no memory arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    proc.cpu_ticks(std::process::id() as Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
+}
+
+fn open_events(fallback: Duration) -> Option<ProcConnector> {
+    match ProcConnector::open() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!(
+                "reconcile --follow: {}; exec'd processes get their cookie at the next sweep (every {} s)",
+                Chain(&e),
+                fallback.as_secs()
+            );
+            None
+        }
+    }
+}
+
+/// Runs until SIGTERM or SIGINT. `sweep` is one full `reconcile` (it takes the lock itself) and
+/// returns the processes it fixed.
+pub fn run<K: CoreSched>(
+    opts: &Options,
+    kernel: &K,
+    proc: &ProcFs,
+    mut sweep: impl FnMut() -> anyhow::Result<usize>,
+) -> anyhow::Result<()> {
+    crate::signals::install().map_err(|e| anyhow::anyhow!(e).context("failed to install the SIGTERM handler"))?;
+    let db = opts.state_dir.join(crate::statedir::DB_FILE);
+    let metrics = opts.state_dir.join(METRICS_FILE);
+    let mut f = Follower::new(kernel, proc);
+    let every = |on: bool| if on { opts.sweep_every } else { opts.sweep_every.min(FALLBACK_SWEEP) };
+    let mut source = open_events(every(false));
+    let mut reopen_at = Instant::now() + REOPEN_AFTER;
+    f.stats.events_enabled = source.is_some();
+    if source.is_some() {
+        log::info!(
+            "reconcile --follow: following process events (proc connector); a full sweep every {} s",
+            every(true).as_secs()
+        );
+    }
+    let mut sig: Option<Signature> = None;
+    let mut next_sweep = Instant::now();
+    let mut next_metrics = Instant::now() + METRICS_EVERY;
+    let mut last_error = String::new();
+    let mut events = Vec::with_capacity(256);
+    while !crate::signals::stopping() {
+        let now = Instant::now();
+        if now >= next_sweep {
+            f.stats.sweeps += 1;
+            match sweep() {
+                Ok(n) => f.stats.fixed_sweep += n as u64,
+                Err(e) => {
+                    f.stats.sweep_failures += 1;
+                    log::warn!("reconcile --follow: {e:#}");
+                }
+            }
+            sig = None; // refresh the cookies too
+            next_sweep = Instant::now() + every(source.is_some());
+        }
+        let now_sig = Signature::of(&db);
+        if sig.as_ref() != Some(&now_sig) {
+            match crate::ops::open_existing(&opts.state_dir, opts.lock_timeout) {
+                Ok(Some((_lock, store))) => match f.refresh(&store) {
+                    Ok(()) => {
+                        sig = Some(now_sig);
+                        last_error.clear();
+                    }
+                    Err(e) => {
+                        report(&mut last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e)))
+                    }
+                },
+                Ok(None) => {
+                    f.view = View::default();
+                    sig = Some(now_sig);
+                }
+                Err(e) => report(&mut last_error, format!("reconcile --follow: {e:#}")),
+            }
+        }
+        if Instant::now() >= next_metrics {
+            f.stats.cpu_seconds = own_cpu_seconds(proc);
+            write_metrics(&metrics, &f.stats);
+            next_metrics = Instant::now() + METRICS_EVERY;
+        }
+        let wait =
+            next_sweep.min(next_metrics).saturating_duration_since(Instant::now()).min(Duration::from_millis(500));
+        match source.as_mut() {
+            Some(s) => {
+                events.clear();
+                if let Err(e) = s.wait(wait, &mut events) {
+                    log::warn!(
+                        "reconcile --follow: {}; sweeping every {} s until it reopens",
+                        Chain(&e),
+                        FALLBACK_SWEEP.as_secs()
+                    );
+                    source = None;
+                    f.stats.events_enabled = false;
+                    reopen_at = Instant::now() + REOPEN_AFTER;
+                    next_sweep = next_sweep.min(Instant::now() + FALLBACK_SWEEP);
+                    continue;
+                }
+                // A cache written since the last look (a container just created) is read before
+                // the events that may be its processes.
+                if !events.is_empty() && sig.as_ref() != Some(&Signature::of(&db)) {
+                    let pending = std::mem::take(&mut events);
+                    if let Ok(Some((_lock, store))) = crate::ops::open_existing(&opts.state_dir, opts.lock_timeout)
+                        && f.refresh(&store).is_ok()
+                    {
+                        sig = Some(Signature::of(&db));
+                    }
+                    events = pending;
+                }
+                for ev in events.drain(..) {
+                    if ev == Event::Lost && next_sweep > Instant::now() {
+                        log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
+                        next_sweep = Instant::now();
+                    }
+                    f.handle(ev);
+                }
+            }
+            None => {
+                crate::signals::sleep_unless_stopped(wait);
+                if Instant::now() >= reopen_at {
+                    reopen_at = Instant::now() + REOPEN_AFTER;
+                    if let Ok(c) = ProcConnector::open() {
+                        log::info!("reconcile --follow: following process events again");
+                        source = Some(c);
+                        f.stats.events_enabled = true;
+                        next_sweep = Instant::now();
+                    }
+                }
+            }
+        }
+    }
+    f.stats.cpu_seconds = own_cpu_seconds(proc);
+    write_metrics(&metrics, &f.stats);
+    log::info!(
+        "reconcile --follow stopping on a signal: {} events, {} processes fixed on events, {} by sweeps",
+        f.stats.forks + f.stats.execs,
+        f.stats.fixed_event,
+        f.stats.fixed_sweep
+    );
+    Ok(())
+}
+
+/// Logs `msg` unless it is the one logged last (one line per problem, not per loop).
+fn report(last: &mut String, msg: String) {
+    if *last != msg {
+        log::warn!("{msg}");
+        *last = msg;
+    }
+}
+
+fn write_metrics(path: &Path, stats: &Stats) {
+    if let Err(e) = crate::ops::metrics::write_atomic(path, &stats.render()) {
+        log::debug!("reconcile --follow: failed to write {}: {e}", path.display());
+    }
+}
+
+#[cfg(test)]
+#[path = "follow_tests.rs"]
+mod tests;

@@ -1,0 +1,156 @@
+//! The follower's counters and their Prometheus text (written to `follow.prom` in the state dir,
+//! which the `metrics` command appends to its own output).
+
+use crate::ops::metrics::{family, sample};
+
+/// Upper bounds of the window histogram, seconds.
+pub const WINDOW_BUCKETS: [f64; 11] = [0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 1.0, 10.0];
+
+/// What the follower counted since it started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// 1 while process events arrive, 0 in the sweep-only fallback.
+    pub events_enabled: bool,
+    /// Fork events seen.
+    pub forks: u64,
+    /// Exec events seen.
+    pub execs: u64,
+    /// Times the kernel dropped events (ENOBUFS); each one is followed by a sweep.
+    pub lost: u64,
+    /// Processes given their group's cookie on an event.
+    pub fixed_event: u64,
+    /// Processes given their group's cookie by a sweep.
+    pub fixed_sweep: u64,
+    /// Events for processes of member cgroups that already had the cookie.
+    pub already: u64,
+    /// Processes that could not be fixed (the error is logged).
+    pub failures: u64,
+    /// Sweeps run.
+    pub sweeps: u64,
+    /// Sweeps that failed.
+    pub sweep_failures: u64,
+    /// Times the view was rebuilt from the cache.
+    pub refreshes: u64,
+    /// Members in the view now.
+    pub members: usize,
+    /// Window histogram: counts per bucket of [`WINDOW_BUCKETS`] (not cumulative), and above.
+    pub window_counts: [u64; WINDOW_BUCKETS.len() + 1],
+    /// Sum of windows, seconds.
+    pub window_sum: f64,
+    /// The longest window, seconds.
+    pub window_max: f64,
+    /// The follower's own CPU time (user + system), seconds.
+    pub cpu_seconds: f64,
+}
+
+impl Stats {
+    /// Records the window of one process fixed on an event: from the event to the GET that
+    /// showed the cookie.
+    pub fn window(&mut self, seconds: f64) {
+        let i = WINDOW_BUCKETS.iter().position(|b| seconds <= *b).unwrap_or(WINDOW_BUCKETS.len());
+        self.window_counts[i] += 1;
+        self.window_sum += seconds;
+        self.window_max = self.window_max.max(seconds);
+    }
+
+    /// Prometheus text, exposition format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let p = "oci_coresched_hook_follow_";
+        let counter = |out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], v: u64| {
+            family(out, &format!("{p}{name}"), "counter", help);
+            sample(out, &format!("{p}{name}"), labels, v as f64);
+        };
+        family(
+            &mut out,
+            &format!("{p}events_enabled"),
+            "gauge",
+            "1 while process events arrive, 0 when only the sweep runs.",
+        );
+        sample(&mut out, &format!("{p}events_enabled"), &[], if self.events_enabled { 1.0 } else { 0.0 });
+        family(&mut out, &format!("{p}events_total"), "counter", "Process events seen, by kind.");
+        sample(&mut out, &format!("{p}events_total"), &[("kind", "fork")], self.forks as f64);
+        sample(&mut out, &format!("{p}events_total"), &[("kind", "exec")], self.execs as f64);
+        counter(
+            &mut out,
+            "events_lost_total",
+            "Times the kernel dropped process events (socket overflow); each is followed by a sweep.",
+            &[],
+            self.lost,
+        );
+        family(
+            &mut out,
+            &format!("{p}processes_fixed_total"),
+            "counter",
+            "Processes given their group's cookie, by what found them.",
+        );
+        sample(&mut out, &format!("{p}processes_fixed_total"), &[("via", "event")], self.fixed_event as f64);
+        sample(&mut out, &format!("{p}processes_fixed_total"), &[("via", "sweep")], self.fixed_sweep as f64);
+        counter(
+            &mut out,
+            "processes_already_total",
+            "Events for processes of member cgroups that already had their cookie.",
+            &[],
+            self.already,
+        );
+        counter(&mut out, "fix_failures_total", "Processes that could not be given their cookie.", &[], self.failures);
+        counter(&mut out, "sweeps_total", "Full reconcile sweeps run.", &[], self.sweeps);
+        counter(&mut out, "sweep_failures_total", "Sweeps that failed.", &[], self.sweep_failures);
+        counter(
+            &mut out,
+            "view_refreshes_total",
+            "Times the in-memory view was rebuilt from the cache.",
+            &[],
+            self.refreshes,
+        );
+        family(&mut out, &format!("{p}members"), "gauge", "Live members with a cookie in the follower's view.");
+        sample(&mut out, &format!("{p}members"), &[], self.members as f64);
+        let h = format!("{p}window_seconds");
+        family(
+            &mut out,
+            &h,
+            "histogram",
+            "From a process event to the GET that showed the process its group's cookie.",
+        );
+        let mut cum = 0;
+        for (b, c) in WINDOW_BUCKETS.iter().zip(self.window_counts) {
+            cum += c;
+            sample(&mut out, &format!("{h}_bucket"), &[("le", &b.to_string())], cum as f64);
+        }
+        cum += self.window_counts[WINDOW_BUCKETS.len()];
+        sample(&mut out, &format!("{h}_bucket"), &[("le", "+Inf")], cum as f64);
+        sample(&mut out, &format!("{h}_sum"), &[], self.window_sum);
+        sample(&mut out, &format!("{h}_count"), &[], cum as f64);
+        family(&mut out, &format!("{p}window_max_seconds"), "gauge", "The longest window since the follower started.");
+        sample(&mut out, &format!("{p}window_max_seconds"), &[], self.window_max);
+        family(&mut out, &format!("{p}cpu_seconds_total"), "counter", "CPU time (user + system) the follower used.");
+        sample(&mut out, &format!("{p}cpu_seconds_total"), &[], self.cpu_seconds);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_histogram_is_cumulative_and_counts_every_window() {
+        let mut s = Stats::default();
+        for w in [0.00005, 0.0003, 0.0003, 0.02, 50.0] {
+            s.window(w);
+        }
+        let text = s.render();
+        assert!(text.contains("oci_coresched_hook_follow_window_seconds_bucket{le=\"0.0001\"} 1\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_window_seconds_bucket{le=\"0.0005\"} 3\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_window_seconds_bucket{le=\"10\"} 4\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_window_seconds_bucket{le=\"+Inf\"} 5\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_window_seconds_count 5\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_window_max_seconds 50\n"), "{text}");
+        assert!(text.contains("oci_coresched_hook_follow_events_enabled 0\n"));
+        // Every family has HELP and TYPE once.
+        for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
+            let name = line.split(' ').nth(2).unwrap();
+            assert_eq!(text.matches(&format!("# TYPE {name} ")).count(), 1, "{name}");
+        }
+    }
+}

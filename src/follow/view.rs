@@ -1,0 +1,198 @@
+//! The follower's in-memory view of the cache: live members with a cookie, by cgroup, and the
+//! one lookup an event needs ([`View::owner`]). Built under the state lock when the cache file
+//! changed ([`Signature`]), never per event.
+
+use std::path::{Path, PathBuf};
+
+use crate::cgroup;
+use crate::kernel::{Cookie, CoreSched};
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::Member;
+
+/// One live member: the source of its group's cookie for the processes of its cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewMember {
+    /// Container id.
+    pub container_id: String,
+    /// Group key.
+    pub group: String,
+    /// The init, identity as cached.
+    pub init: TaskId,
+    /// Its cgroup as `/proc/PID/cgroup` shows it, without a trailing `/`.
+    pub cgroup: String,
+    /// The cookie a GET found on the init when the view was built.
+    pub cookie: Cookie,
+}
+
+/// Live members with a cookie and a usable cgroup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    members: Vec<ViewMember>,
+}
+
+impl View {
+    /// From the cached members (group, then age): those whose init is alive (pid + start time)
+    /// and has a non-zero cookie, with a cgroup that is a plain absolute path and not the root.
+    pub fn build<K: CoreSched>(members: &[Member], kernel: &K, proc: &ProcFs) -> Self {
+        let mut out = Vec::new();
+        for m in members {
+            let init = TaskId { pid: m.pid, start_time: m.start_time };
+            let Some(cg) = m.labels.cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            if !proc.is_same(init).unwrap_or(false) {
+                continue;
+            }
+            match kernel.get(m.pid) {
+                Ok(cookie) if cookie != 0 => out.push(ViewMember {
+                    container_id: m.container_id.clone(),
+                    group: m.group.clone(),
+                    init,
+                    cgroup: format!("/{cg}"),
+                    cookie,
+                }),
+                _ => {}
+            }
+        }
+        Self { members: out }
+    }
+
+    /// No member: no event needs a look at `/proc`.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Members in the view.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The member whose cookie a process in cgroup `cg` gets: among the members whose cgroup
+    /// contains `cg`, the most specific; `None` when there is none or when the most specific
+    /// cgroup holds members of different groups (ambiguous, as `reconcile` decides).
+    pub fn owner(&self, cg: &str) -> Option<&ViewMember> {
+        let mut best: Option<&ViewMember> = None;
+        let mut ambiguous = false;
+        for m in self.members.iter().filter(|m| cgroup::within(cg, &m.cgroup)) {
+            match best {
+                Some(b) if m.cgroup.len() < b.cgroup.len() => {}
+                Some(b) if m.cgroup.len() == b.cgroup.len() => ambiguous |= b.group != m.group,
+                _ => {
+                    best = Some(m);
+                    ambiguous = false;
+                }
+            }
+        }
+        if ambiguous { None } else { best }
+    }
+
+    /// Notes a cookie seen on a member's init since the view was built.
+    pub fn set_cookie(&mut self, container_id: &str, cookie: Cookie) {
+        for m in self.members.iter_mut().filter(|m| m.container_id == container_id) {
+            m.cookie = cookie;
+        }
+    }
+}
+
+/// What the cache files looked like: when it differs from the last one, the view is rebuilt.
+/// SQLite in WAL mode writes the `-wal` file first and the database at checkpoints, so both
+/// are looked at (size, mtime, inode; a missing file is a state too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature(Vec<Option<(u64, i64, i64, u64)>>);
+
+impl Signature {
+    /// Of the database at `db` and its `-wal` file.
+    pub fn of(db: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        let files = [db.to_path_buf(), PathBuf::from(wal)];
+        Self(
+            files
+                .iter()
+                .map(|f| std::fs::metadata(f).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino())))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::Scope;
+    use crate::kernel::fake::{FakeKernel, FakeProc};
+    use crate::store::Labels;
+
+    fn member(id: &str, group: &str, pid: i32, cg: Option<&str>) -> Member {
+        Member {
+            labels: Labels { cgroup: cg.map(str::to_string), ..Labels::default() },
+            ..Member::new(id, group, pid, 1000 + pid as u64)
+        }
+    }
+
+    #[test]
+    fn only_live_members_with_a_cookie_and_a_plain_cgroup_are_in_the_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path()).unwrap();
+        let kernel = FakeKernel::new(fp.procfs());
+        for (pid, cg) in [(10, "/pod/a"), (11, "/pod/b"), (12, "/pod/c"), (13, "/"), (14, "/x/../y")] {
+            fp.spawn(pid, 1000 + pid as u64, 0, cg).unwrap();
+        }
+        for pid in [10, 12, 13, 14] {
+            kernel.create(pid, Scope::ThreadGroup).unwrap();
+        }
+        let members = [
+            member("a", "g", 10, Some("/pod/a/")),
+            member("b", "g", 11, Some("/pod/b")), // cookie 0
+            member("c", "g", 12, None),           // no cgroup
+            member("r", "g", 13, Some("/")),      // root cgroup
+            member("p", "g", 14, Some("/x/../y")),
+            member("d", "g", 15, Some("/pod/d")), // dead
+        ];
+        let v = View::build(&members, &kernel, &fp.procfs());
+        assert_eq!(v.len(), 1, "{v:?}");
+        let a = v.owner("/pod/a/sub").unwrap();
+        assert_eq!((a.container_id.as_str(), a.cgroup.as_str()), ("a", "/pod/a"));
+        assert!(v.owner("/pod/ab").is_none(), "a sibling with a common prefix is not inside");
+        assert!(v.owner("/").is_none());
+    }
+
+    fn view(ms: &[(&str, &str, &str)]) -> View {
+        View {
+            members: ms
+                .iter()
+                .enumerate()
+                .map(|(i, (id, g, cg))| ViewMember {
+                    container_id: id.to_string(),
+                    group: g.to_string(),
+                    init: TaskId { pid: i as i32 + 2, start_time: 1 },
+                    cgroup: cg.to_string(),
+                    cookie: 7,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_most_specific_cgroup_wins_and_a_shared_one_is_ambiguous() {
+        let v = view(&[("pod", "a", "/kubepods/pod1"), ("inner", "b", "/kubepods/pod1/c2"), ("x", "a", "/k/s")]);
+        assert_eq!(v.owner("/kubepods/pod1/c1").unwrap().container_id, "pod");
+        assert_eq!(v.owner("/kubepods/pod1/c2/t").unwrap().container_id, "inner");
+        let shared = view(&[("x", "a", "/c"), ("y", "b", "/c")]);
+        assert!(shared.owner("/c").is_none(), "two groups in one cgroup: nobody's");
+        let same_group = view(&[("x", "a", "/c"), ("y", "a", "/c")]);
+        assert_eq!(same_group.owner("/c/d").unwrap().container_id, "x", "the oldest of one group");
+    }
+
+    #[test]
+    fn a_write_to_the_cache_changes_the_signature() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cache.db");
+        let none = Signature::of(&db);
+        let store = crate::store::Store::open(&db).unwrap();
+        let created = Signature::of(&db);
+        assert_ne!(none, created);
+        store.upsert_member(&member("a", "g", 10, Some("/a"))).unwrap();
+        assert_ne!(Signature::of(&db), created);
+    }
+}
