@@ -112,14 +112,14 @@ pub const FOLLOW_SWEEP_SECS: u64 = 60;
 
 /// `reconcile --follow [--interval SECONDS]`: the follower, its sweep a quiet `reconcile`.
 pub fn follow(state_dir: &Path, config: &Config, interval: Option<u64>) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
+    let cgroup_root = crate::cgroup::root();
+    let proc = crate::cgroup_ns::host_procfs(&cgroup_root);
     let kernel = kernel::system();
     let opts = crate::follow::Options {
         state_dir: state_dir.to_path_buf(),
         lock_timeout: config.lock_timeout(),
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
     };
-    let cgroup_root = crate::cgroup::root();
     crate::follow::run(&opts, &kernel, &proc, || {
         if !StateDir::has_cache(state_dir)? {
             return Ok(0);
@@ -138,7 +138,7 @@ pub fn follow(state_dir: &Path, config: &Config, interval: Option<u64>) -> anyho
 }
 
 fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
+    let proc = crate::cgroup_ns::host_procfs(&crate::cgroup::root());
     let kernel = kernel::system();
     if !StateDir::has_cache(state_dir)? {
         if as_json {

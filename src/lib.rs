@@ -5,6 +5,7 @@
 pub mod app;
 pub mod bundle;
 pub mod cgroup;
+pub mod cgroup_ns;
 pub mod cli;
 pub mod commands;
 pub mod config;

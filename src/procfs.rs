@@ -22,6 +22,9 @@ pub struct TaskId {
 #[derive(Debug, Clone)]
 pub struct ProcFs {
     root: PathBuf,
+    /// The host path of the reader's cgroup namespace root, when that is not the host's
+    /// ([`crate::cgroup_ns`]): `/proc/PID/cgroup` paths are relative to it.
+    cgroup_ns_root: Option<String>,
 }
 
 impl Default for ProcFs {
@@ -51,7 +54,14 @@ fn read_small(path: &Path) -> io::Result<String> {
 impl ProcFs {
     /// A `/proc` tree rooted at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self { root: root.into(), cgroup_ns_root: None }
+    }
+
+    /// The same tree read from a private cgroup namespace whose root is the host's cgroup
+    /// `ns_root`: [`ProcFs::cgroup`] then gives host paths.
+    pub fn with_cgroup_ns_root(mut self, ns_root: String) -> Self {
+        self.cgroup_ns_root = Some(ns_root);
+        self
     }
 
     /// The root directory.
@@ -132,10 +142,34 @@ impl ProcFs {
 
     /// The cgroup of `pid` as a path relative to the cgroup mount: the unified (v2) entry when
     /// there is one, else the v1 `cpu` controller's. `None` when the process does not exist.
+    /// Read from a private cgroup namespace ([`ProcFs::with_cgroup_ns_root`]), the host path.
     pub fn cgroup(&self, pid: Pid) -> io::Result<Option<String>> {
         let Some(text) = self.read(pid, "cgroup")? else { return Ok(None) };
-        Ok(parse_cgroup(&text))
+        Ok(parse_cgroup(&text).map(|p| match &self.cgroup_ns_root {
+            Some(root) => join_cgroup(root, &p),
+            None => p,
+        }))
     }
+
+    /// The cgroup of `pid` exactly as this process's `/proc` shows it (relative to its own cgroup
+    /// namespace).
+    pub fn cgroup_as_shown(&self, pid: Pid) -> io::Result<Option<String>> {
+        Ok(self.read(pid, "cgroup")?.and_then(|t| parse_cgroup(&t)))
+    }
+}
+
+/// `rel` (a `/proc/PID/cgroup` path, maybe with leading `..`) below the cgroup `root`, normalized:
+/// `/a/b/c` + `/../../x` is `/a/x`. `..` never climbs above `/`.
+pub fn join_cgroup(root: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = root.split('/').filter(|c| !c.is_empty()).collect();
+    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if c == ".." {
+            parts.pop();
+        } else {
+            parts.push(c);
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 /// Picks the cgroup path out of a `/proc/PID/cgroup` file: `0::PATH` (v2) first, else the v1

@@ -1,0 +1,188 @@
+//! The reader's cgroup namespace. A long-running command in a container (the DaemonSet's
+//! follower) usually has a cgroup namespace of its own: `/proc/PID/cgroup` then shows paths
+//! relative to that namespace's root (`/../../kubepods/…` for other pods), while the hook, run by
+//! the runtime on the host, recorded host paths. [`host_root`] finds the host path of the
+//! namespace's root, so that [`ProcFs::cgroup`] can give host paths again.
+//!
+//! How: the host's init (pid 1, visible with hostPID) shows one `..` per level of the namespace
+//! root below the host's root; the host's cgroup tree (the host's `/sys/fs/cgroup` mounted into the
+//! container) is searched at that depth, below the own cgroup's depth in the namespace, for the
+//! directory whose `cgroup.procs` lists the reader itself.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::procfs::{Pid, ProcFs};
+
+/// Why the namespace's root could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupNsError {
+    /// A `/proc` read failed.
+    #[error("failed to read {0}")]
+    Proc(PathBuf, #[source] io::Error),
+    /// The own cgroup is not in the host's tree at the depth pid 1 implies.
+    #[error(
+        "failed to find this process's cgroup in the host's cgroup tree at {0} (a private cgroup \
+         namespace needs the host's /sys/fs/cgroup mounted there, and pid 1 must be the host's init: hostPID)"
+    )]
+    NotFound(PathBuf),
+}
+
+fn depth(p: &str) -> usize {
+    p.split('/').filter(|c| !c.is_empty()).count()
+}
+
+/// `None` when the reader shares pid 1's cgroup namespace: paths are the host's. Otherwise the host path of the namespace's root, found under the cgroup mount
+/// `mount`.
+pub fn host_root(proc: &ProcFs, mount: &Path) -> Result<Option<String>, CgroupNsError> {
+    let link = |who: &str| {
+        let p = proc.root().join(who).join("ns/cgroup");
+        std::fs::read_link(&p).map_err(|e| CgroupNsError::Proc(p, e))
+    };
+    let me = std::process::id() as Pid;
+    let shown = |pid: Pid| {
+        proc.cgroup_as_shown(pid)
+            .map_err(|e| CgroupNsError::Proc(proc.root().join(pid.to_string()).join("cgroup"), e))
+            .map(Option::unwrap_or_default)
+    };
+    let init_shown = shown(1)?;
+    let ups = init_shown.split('/').take_while(|c| c.is_empty() || *c == "..").filter(|c| *c == "..").count();
+    // The namespace links say it when pid 1's is readable (CAP_SYS_PTRACE); otherwise a `..` in
+    // pid 1's cgroup does.
+    match (link("self"), link("1")) {
+        (Ok(mine), Ok(init)) if mine == init => return Ok(None),
+        (Ok(_), Ok(_)) => {}
+        _ if ups == 0 => return Ok(None),
+        _ => {}
+    }
+    let own = shown(me)?;
+    let target = ups + depth(&own);
+    let v2 = [mount.to_path_buf(), mount.join("unified")].into_iter().find(|m| m.join("cgroup.procs").is_file());
+    let Some(base) = v2 else { return Err(CgroupNsError::NotFound(mount.to_path_buf())) };
+    let found = find_member(&base, Path::new(""), target, me).ok_or_else(|| CgroupNsError::NotFound(base.clone()))?;
+    let host_own = format!("/{}", found.display());
+    // The namespace root is the host path of the own cgroup minus the own path in the namespace.
+    let keep = depth(&host_own) - depth(&own);
+    let root: Vec<&str> = host_own.split('/').filter(|c| !c.is_empty()).take(keep).collect();
+    Ok(Some(format!("/{}", root.join("/"))))
+}
+
+/// The cgroup `depth` levels below `base` whose `cgroup.procs` lists `pid`, relative to `base`.
+fn find_member(base: &Path, rel: &Path, depth: usize, pid: Pid) -> Option<PathBuf> {
+    let dir = base.join(rel);
+    if depth == 0 {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+        return procs.lines().any(|l| l.trim().parse() == Ok(pid)).then(|| rel.to_path_buf());
+    }
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir())
+            && let Some(found) = find_member(base, &rel.join(e.file_name()), depth - 1, pid)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// `/proc` as the commands that match processes to member cgroups read it: in a private cgroup
+/// namespace, with its host root (one info line says so; one warning when it cannot be found,
+/// and then paths stay as shown).
+pub fn host_procfs(mount: &Path) -> ProcFs {
+    let proc = ProcFs::default();
+    match host_root(&proc, mount) {
+        Ok(None) => proc,
+        Ok(Some(root)) => {
+            log::info!(
+                "in a private cgroup namespace whose root is the host's cgroup {root}: reading cgroups as host paths"
+            );
+            proc.with_cgroup_ns_root(root)
+        }
+        Err(e) => {
+            log::warn!("{}; processes will not match the cgroups the hook recorded", crate::error::Chain(&e));
+            proc
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake `/proc` with `self` and `1` (ns links and cgroup files) and a host cgroup tree.
+    fn world(
+        own_ns: &str,
+        init_ns: &str,
+        own_shown: &str,
+        init_shown: &str,
+        host_dir: &str,
+    ) -> (tempfile::TempDir, ProcFs) {
+        let d = tempfile::tempdir().unwrap();
+        let me = std::process::id().to_string();
+        for (who, ns, cg) in [("self", own_ns, own_shown), (me.as_str(), own_ns, own_shown), ("1", init_ns, init_shown)]
+        {
+            let p = d.path().join("proc").join(who);
+            std::fs::create_dir_all(p.join("ns")).unwrap();
+            if !ns.is_empty() {
+                std::os::unix::fs::symlink(ns, p.join("ns/cgroup")).unwrap();
+            }
+            std::fs::write(p.join("cgroup"), format!("0::{cg}\n")).unwrap();
+        }
+        let cg = d.path().join("cg");
+        std::fs::create_dir_all(cg.join("kubepods/besteffort/pod2/c9")).unwrap();
+        std::fs::write(cg.join("cgroup.procs"), "1\n").unwrap();
+        std::fs::write(cg.join("kubepods/besteffort/pod2/c9/cgroup.procs"), "77\n").unwrap();
+        std::fs::create_dir_all(cg.join(host_dir.trim_start_matches('/'))).unwrap();
+        std::fs::write(cg.join(host_dir.trim_start_matches('/')).join("cgroup.procs"), format!("5\n{me}\n")).unwrap();
+        let proc = ProcFs::new(d.path().join("proc"));
+        (d, proc)
+    }
+
+    #[test]
+    fn the_host_namespace_needs_no_translation() {
+        let (d, proc) = world("cgroup:[1]", "cgroup:[1]", "/kubepods/x", "/", "/kubepods/x");
+        assert_eq!(host_root(&proc, &d.path().join("cg")).unwrap(), None);
+        // pid 1's link unreadable (no CAP_SYS_PTRACE): its cgroup without `..` says the same.
+        let (d, proc) = world("cgroup:[2]", "", "/kubepods/x", "/init.scope", "/kubepods/x");
+        assert_eq!(host_root(&proc, &d.path().join("cg")).unwrap(), None);
+    }
+
+    #[test]
+    fn pid_1_unreadable_but_its_cgroup_climbs() {
+        let (d, proc) = world("cgroup:[2]", "", "/", "/..", "/follow");
+        assert_eq!(host_root(&proc, &d.path().join("cg")).unwrap().as_deref(), Some("/follow"));
+    }
+
+    #[test]
+    fn a_private_namespace_root_is_found_and_paths_become_host_paths() {
+        let (d, proc) = world("cgroup:[2]", "cgroup:[1]", "/", "/../../../..", "/kubepods/burstable/pod1/follow");
+        let root = host_root(&proc, &d.path().join("cg")).unwrap();
+        assert_eq!(root.as_deref(), Some("/kubepods/burstable/pod1/follow"));
+        let proc = proc.with_cgroup_ns_root(root.unwrap());
+        let p77 = d.path().join("proc/77");
+        std::fs::create_dir_all(&p77).unwrap();
+        std::fs::write(p77.join("cgroup"), "0::/../../../besteffort/pod2/c9\n").unwrap();
+        assert_eq!(proc.cgroup(77).unwrap().as_deref(), Some("/kubepods/besteffort/pod2/c9"));
+        assert_eq!(proc.cgroup_as_shown(77).unwrap().as_deref(), Some("/../../../besteffort/pod2/c9"));
+    }
+
+    #[test]
+    fn an_own_cgroup_below_the_namespace_root_and_an_init_scope() {
+        let (d, proc) = world("cgroup:[2]", "cgroup:[1]", "/sub", "/../../init.scope", "/system.slice/x.service/sub");
+        assert_eq!(host_root(&proc, &d.path().join("cg")).unwrap().as_deref(), Some("/system.slice/x.service"));
+    }
+
+    #[test]
+    fn without_the_host_tree_it_says_what_to_mount() {
+        let (d, proc) = world("cgroup:[2]", "cgroup:[1]", "/", "/../..", "/elsewhere/deeper/still");
+        let e = host_root(&proc, &d.path().join("cg")).unwrap_err();
+        assert!(e.to_string().contains("host's /sys/fs/cgroup"), "{e}");
+    }
+
+    #[test]
+    fn joining_climbs_but_never_above_the_root() {
+        assert_eq!(crate::procfs::join_cgroup("/a/b/c", "/../../x"), "/a/x");
+        assert_eq!(crate::procfs::join_cgroup("/a", "/../../../x"), "/x");
+        assert_eq!(crate::procfs::join_cgroup("/a/b", "/"), "/a/b");
+        assert_eq!(crate::procfs::join_cgroup("/", "/k/p"), "/k/p");
+    }
+}
