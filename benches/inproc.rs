@@ -1,7 +1,8 @@
 //! In-process parts of a hook run (issue 6, item 1), with criterion: state parsing, config
 //! parsing, the decision (with and without reading the bundle's `config.json`), opening the cache,
 //! and a whole `hook::run` share path (lock, SQLite, `/proc`, relay thread) over the fake kernel,
-//! both in memory and through the shared state file the whole-process benchmark uses.
+//! both in memory and through the shared state file the whole-process benchmark uses; and the
+//! follower's (`reconcile --follow`) cost per process event.
 //!
 //! Run: `cargo bench --features fake-kernel --bench inproc` (part of `make bench`).
 
@@ -156,6 +157,54 @@ fn benches(c: &mut Criterion) {
     });
     c.bench_function("fake kernel: one GET through the shared file", |b| b.iter(|| shared.get(target).unwrap()));
     drop(sleepers);
+    follower(c, tmp.path());
+}
+
+/// `reconcile --follow`'s cost per process event (issue 13): a view of 100 members, each in a
+/// cgroup of its own, over a fake `/proc` (files in `dir`) and the fake kernel in memory; and the
+/// commonest event on a node, a process outside every member cgroup, against the real `/proc`.
+fn follower(c: &mut Criterion, dir: &Path) {
+    use oci_coresched_hook::follow::Follower;
+    use oci_coresched_hook::kernel::Scope;
+    use oci_coresched_hook::kernel::fake::FakeProc;
+    use oci_coresched_hook::proc_events::Event;
+    use oci_coresched_hook::store::Member;
+
+    let fp = FakeProc::new(dir.join("follow-proc")).unwrap();
+    let kernel = FakeKernel::new(fp.procfs());
+    let store = Store::open(&dir.join("follow.db")).unwrap();
+    for i in 0..100 {
+        let (pid, cg) = (1000 + i, format!("/kubepods/pod{i}/c"));
+        fp.spawn(pid, 7, 0, &cg).unwrap();
+        kernel.create(pid, Scope::ThreadGroup).unwrap();
+        let labels = Labels { cgroup: Some(cg), ..Default::default() };
+        store.upsert_member(&Member { labels, ..Member::new(&format!("c{i}"), &format!("g{i}"), pid, 7) }).unwrap();
+    }
+    let (outside, member) = (5000, 5001);
+    fp.spawn(outside, 7, 0, "/system.slice/cron.service").unwrap();
+    fp.spawn(member, 7, 0, "/kubepods/pod50/c").unwrap();
+    let proc = fp.procfs();
+    let mut f = Follower::new(&kernel, &proc);
+    f.refresh(&store).unwrap();
+    let exec = |tgid| Event::Exec { tgid, at_ns: 0 };
+    c.bench_function("follow: event outside every member cgroup (100 members), fake /proc", |b| {
+        b.iter(|| f.handle(exec(outside)))
+    });
+    f.handle(exec(member));
+    c.bench_function("follow: event of a member-cgroup process that has its cookie (one GET)", |b| {
+        b.iter(|| f.handle(exec(member)))
+    });
+    c.bench_function("follow: event of a process without its cookie (relay thread + verify)", |b| {
+        b.iter_batched(|| kernel.force(member, 0), |()| f.handle(exec(member)), BatchSize::PerIteration)
+    });
+    let real = ProcFs::default();
+    let mut on_host = Follower::new(&kernel, &real);
+    on_host.view = f.view.clone();
+    let sleeper = Sleepers::new(1);
+    let pid = sleeper.pids()[0];
+    c.bench_function("follow: event outside every member cgroup (100 members), real /proc", |b| {
+        b.iter(|| on_host.handle(exec(pid)))
+    });
 }
 
 criterion_group! {
