@@ -2,7 +2,9 @@
 //! packaging tools; the package build and install tests are `tests/packaging/run.sh`):
 //! the default config (`/etc/oci-coresched-hook/config.toml`) parses, also with every commented-out
 //! setting enabled, and decides exactly like the built-in defaults; containerd's example files
-//! parse and carry the same hook as `hooks.d/oci-coresched-hook.json`.
+//! parse and carry the same hook as `hooks.d/oci-coresched-hook.json`; the systemd units are the
+//! ones both packages ship, and the reconcile service is long-running with only the privileges
+//! `reconcile --follow` needs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -140,5 +142,122 @@ fn containerd_examples_carry_the_hooks_d_hook_or_enable_nri_only() {
         let plugins = cfg["plugins"].as_table().expect("plugins");
         assert_eq!(plugins.keys().collect::<Vec<_>>(), ["io.containerd.nri.v1.nri"], "{file}: sets more than NRI");
         assert_eq!(plugins["io.containerd.nri.v1.nri"]["disable"].as_bool(), Some(false), "{file}: NRI not enabled");
+    }
+}
+
+/// `[Section]` → `(key, value)` lines of a systemd unit, in order (comments and blanks dropped).
+fn unit(rel: &str) -> Vec<(String, String, String)> {
+    let mut section = String::new();
+    let mut out = Vec::new();
+    for line in read(rel).lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+        } else {
+            let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("{rel}: not key=value: {line}"));
+            out.push((section.clone(), k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The values of `key` in `section`, in order.
+fn values<'a>(unit: &'a [(String, String, String)], section: &str, key: &str) -> Vec<&'a str> {
+    unit.iter().filter(|(s, k, _)| s == section && k == key).map(|(_, _, v)| v.as_str()).collect()
+}
+
+#[test]
+fn both_packages_ship_exactly_the_units_in_packaging_systemd() {
+    let mut units: Vec<String> = std::fs::read_dir(repo("packaging/systemd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    units.sort();
+    assert_eq!(
+        units,
+        [
+            "oci-coresched-hook-gc.service",
+            "oci-coresched-hook-gc.timer",
+            "oci-coresched-hook-nri.service",
+            "oci-coresched-hook-reconcile.service",
+        ],
+        "the reconcile timer is replaced by the long-running reconcile service"
+    );
+    let cargo: toml::Table = toml::from_str(&read("Cargo.toml")).unwrap();
+    let meta = &cargo["package"]["metadata"];
+    let mut deb: Vec<String> = meta["deb"]["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a[0].as_str()?.strip_prefix("packaging/systemd/").map(str::to_string))
+        .collect();
+    let mut rpm: Vec<String> = meta["generate-rpm"]["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["source"].as_str()?.strip_prefix("packaging/systemd/").map(str::to_string))
+        .collect();
+    deb.sort();
+    rpm.sort();
+    assert_eq!(deb, units, "[package.metadata.deb] assets");
+    assert_eq!(rpm, units, "[package.metadata.generate-rpm] assets");
+    // The maintainer scripts enable the service where they enabled the timer; they name the old
+    // reconcile timer only to check, stop or disable it (upgrades).
+    for script in ["packaging/debian/postinst", "packaging/rpm/post_install.sh"] {
+        assert!(read(script).contains("oci-coresched-hook-reconcile.service oci-coresched-hook-gc.timer"), "{script}");
+    }
+    for script in [
+        "packaging/debian/postinst",
+        "packaging/debian/prerm",
+        "packaging/debian/postrm",
+        "packaging/rpm/post_install.sh",
+        "packaging/rpm/pre_uninstall.sh",
+        "packaging/rpm/post_uninstall.sh",
+    ] {
+        for line in read(script).lines().filter(|l| l.contains("reconcile.timer") && !l.trim_start().starts_with('#')) {
+            assert!(
+                ["LEGACY_TIMER=", "disable", "stop", "is-enabled"].iter().any(|w| line.contains(w)),
+                "{script}: the old reconcile timer is only checked, stopped or disabled: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reconcile_service_follows_with_two_capabilities_in_the_host_network_namespace() {
+    let u = unit("packaging/systemd/oci-coresched-hook-reconcile.service");
+    let one = |section: &str, key: &str| -> String {
+        let v = values(&u, section, key);
+        assert_eq!(v.len(), 1, "[{section}] {key}: {v:?}");
+        v[0].to_string()
+    };
+    assert_eq!(one("Service", "Type"), "simple");
+    assert_eq!(one("Service", "ExecStart"), "/usr/bin/oci-coresched-hook reconcile --follow");
+    assert_eq!(one("Service", "Restart"), "always");
+    assert_eq!(one("Service", "RestartSec"), "2");
+    assert_eq!(one("Service", "CapabilityBoundingSet"), "CAP_SYS_PTRACE CAP_NET_ADMIN");
+    assert_eq!(one("Service", "AmbientCapabilities"), "");
+    assert_eq!(one("Service", "RestrictAddressFamilies"), "AF_UNIX AF_NETLINK");
+    // The proc connector sends events only in the initial network namespace.
+    assert!(values(&u, "Service", "PrivateNetwork").is_empty(), "PrivateNetwork would cut it off the proc connector");
+    assert!(values(&u, "Service", "TimeoutStartSec").is_empty(), "a oneshot's start timeout on a long-running service");
+    assert_eq!(one("Install", "WantedBy"), "multi-user.target");
+    assert_eq!(one("Unit", "ConditionPathExists"), "/usr/bin/oci-coresched-hook");
+    assert_eq!(one("Unit", "Documentation"), "man:oci-coresched-hook(1)");
+    // The rest of the NRI service's hardening applies as is.
+    let nri = unit("packaging/systemd/oci-coresched-hook-nri.service");
+    let differ = [
+        "Type",
+        "ExecStart",
+        "Restart",
+        "RestartSec",
+        "CapabilityBoundingSet",
+        "RestrictAddressFamilies",
+        "PrivateNetwork",
+    ];
+    for (section, key, value) in nri.iter().filter(|(s, k, _)| s == "Service" && !differ.contains(&k.as_str())) {
+        assert_eq!(values(&u, section, key), [value.as_str()], "[{section}] {key} as in the NRI service");
     }
 }

@@ -10,12 +10,25 @@ if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :
 fi
 if [ "$1" -eq 1 ]; then
-    # First install: enable the timers (a preset file may still disable them), and start them.
-    systemctl --no-reload enable oci-coresched-hook-reconcile.timer oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
+    # First install: enable the reconcile service and the gc timer (a preset file may still
+    # disable them), and start them.
+    systemctl --no-reload enable oci-coresched-hook-reconcile.service oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
     if [ -d /run/systemd/system ]; then
-        systemctl start oci-coresched-hook-reconcile.timer oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
+        systemctl start oci-coresched-hook-reconcile.service oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
     fi
-elif [ -d /run/systemd/system ]; then
-    # Upgrade: pick up changed timer intervals, keep the admin's enable/disable choice.
-    systemctl try-restart oci-coresched-hook-reconcile.timer oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
+else
+    # Upgrade from a version with oci-coresched-hook-reconcile.timer (the old package's files are
+    # still on disk here): the long-running service replaces it, enabled if the timer was.
+    if systemctl --quiet is-enabled oci-coresched-hook-reconcile.timer >/dev/null 2>&1; then
+        systemctl --no-reload enable oci-coresched-hook-reconcile.service >/dev/null 2>&1 || :
+    fi
+    systemctl --no-reload disable oci-coresched-hook-reconcile.timer >/dev/null 2>&1 || :
+    if [ -d /run/systemd/system ]; then
+        systemctl stop oci-coresched-hook-reconcile.timer >/dev/null 2>&1 || :
+        # Pick up the new binary and units, keep the admin's enable/disable choice.
+        if systemctl --quiet is-enabled oci-coresched-hook-reconcile.service >/dev/null 2>&1; then
+            systemctl restart oci-coresched-hook-reconcile.service >/dev/null 2>&1 || :
+        fi
+        systemctl try-restart oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
+    fi
 fi

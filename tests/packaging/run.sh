@@ -194,7 +194,6 @@ usr/share/containers/oci/hooks.d/$PKG.json|-rw-r--r--
 etc/$PKG/config.toml|-rw-r--r--
 usr/lib/tmpfiles.d/$PKG.conf|-rw-r--r--
 $unitdir/$PKG-reconcile.service|-rw-r--r--
-$unitdir/$PKG-reconcile.timer|-rw-r--r--
 $unitdir/$PKG-gc.service|-rw-r--r--
 $unitdir/$PKG-gc.timer|-rw-r--r--
 $unitdir/$PKG-nri.service|-rw-r--r--
@@ -277,9 +276,14 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
     else
         INSTALLED_BY_US=1
         check "dpkg -i $(basename "$DEB")" dpkg -i "$DEB"
-        for t in $PKG-reconcile.timer $PKG-gc.timer; do
-            [[ -L /etc/systemd/system/timers.target.wants/$t ]] && ok "$t enabled (timers.target.wants)" || bad "$t not enabled"
-        done
+        # What the package itself sets: the enablement links (this host may run no systemd, so
+        # whether the service runs is not checked here).
+        [[ -L /etc/systemd/system/multi-user.target.wants/$PKG-reconcile.service ]] &&
+            ok "$PKG-reconcile.service enabled (multi-user.target.wants)" || bad "$PKG-reconcile.service not enabled"
+        [[ -L /etc/systemd/system/timers.target.wants/$PKG-gc.timer ]] && ok "$PKG-gc.timer enabled (timers.target.wants)" ||
+            bad "$PKG-gc.timer not enabled"
+        left=$(find /lib/systemd/system /etc/systemd/system -name "$PKG-reconcile.timer" 2>/dev/null)
+        [[ -z $left ]] && ok "no $PKG-reconcile.timer (replaced by the long-running service)" || bad "a reconcile timer is installed: $left"
         for f in /usr/bin/$PKG /usr/share/containers/oci/hooks.d/$PKG.json /etc/$PKG/config.toml \
             /usr/lib/tmpfiles.d/$PKG.conf /usr/share/bash-completion/completions/$PKG; do
             [[ -f $f ]] || bad "installed: $f missing"
@@ -290,7 +294,7 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
         [[ $st == "700 root:root" ]] && ok "/run/$PKG is 0700 root:root" || bad "/run/$PKG is '$st', want 700 root:root"
         if command -v systemd-analyze >/dev/null; then
             check "systemd-analyze verify of the installed units" systemd-analyze verify \
-                /lib/systemd/system/$PKG-reconcile.service /lib/systemd/system/$PKG-reconcile.timer \
+                /lib/systemd/system/$PKG-reconcile.service \
                 /lib/systemd/system/$PKG-gc.service /lib/systemd/system/$PKG-gc.timer \
                 /lib/systemd/system/$PKG-nri.service
         fi
@@ -355,15 +359,17 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
 
         # dpkg -r: the program goes, the edited config stays.
         check "dpkg -r $PKG" dpkg -r "$PKG"
-        for f in /usr/bin/$PKG /usr/share/containers/oci/hooks.d/$PKG.json /lib/systemd/system/$PKG-reconcile.timer \
+        for f in /usr/bin/$PKG /usr/share/containers/oci/hooks.d/$PKG.json /lib/systemd/system/$PKG-reconcile.service \
             /usr/share/man/man1/$PKG.1.gz /usr/share/bash-completion/completions/$PKG; do
             [[ -e $f ]] && bad "after dpkg -r: $f still there"
         done
         ok "after dpkg -r: binary, hooks.d file, units, man page, completion are gone"
-        # As dh_installsystemd does: the removed timers are masked (their enablement links stay for a
+        # As dh_installsystemd does: the removed units are masked (their enablement links stay for a
         # reinstall, and must not start a missing unit meanwhile); purge cleans both.
-        [[ $(readlink /etc/systemd/system/$PKG-reconcile.timer) == /dev/null ]] &&
-            ok "after dpkg -r: the timers are masked until reinstall or purge" || bad "after dpkg -r: timers not masked"
+        [[ $(readlink /etc/systemd/system/$PKG-reconcile.service) == /dev/null &&
+            $(readlink /etc/systemd/system/$PKG-gc.timer) == /dev/null ]] &&
+            ok "after dpkg -r: the reconcile service and the gc timer are masked until reinstall or purge" ||
+            bad "after dpkg -r: the reconcile service or the gc timer is not masked"
         grep -qx "log_file = \"$LOG\"" /etc/$PKG/config.toml 2>/dev/null &&
             ok "after dpkg -r: the edited /etc/$PKG/config.toml is kept" || bad "after dpkg -r: the edited conffile is gone"
         status=$(dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null)
