@@ -385,7 +385,7 @@ EOF
 }
 
 # state_dir: the hook's state directory, 0700 root, as the hook itself makes it. kubelet creates a
-# missing hostPath directory 0755, which the hook refuses; the NRI plugin container mounts it
+# missing hostPath directory 0755, which the hook refuses; the nri and follow containers mount it
 # after this init container ran. Skipped when the DaemonSet does not mount it.
 state_dir() {
     d=$HR$STATE_DIR

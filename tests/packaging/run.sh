@@ -467,7 +467,7 @@ fi
 if need "kubernetes manifest mounts" "py:yaml|PyYAML (python3 -m pip install pyyaml)"; then
     # The installer's mounts, as "HOSTPATH MOUNTPATH ro|rw" lines: the image tests below mount the
     # same host dirs (of a fake host root) at the same places.
-    check "one image for all containers; the installer mounts the hooks.d, detection and config dirs of the host" python3 - "$T/ds-mounts" <<'EOF'
+    check "one image for all containers; the installer mounts the hooks.d, detection and config dirs of the host; nri and follow get only what they need" python3 - "$T/ds-mounts" <<'EOF'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open("packaging/kubernetes/daemonset.yaml")) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -488,10 +488,10 @@ assert got == want, got
 env = {e["name"]: e.get("value") for e in init.get("env", [])}
 assert "HOOKS_DIR" not in env, "HOOKS_DIR set: the installer would neither use the default dir nor detect hooks_dir"
 assert env.get("HOST_ROOT") == "/host", env
-# The long-running container is the NRI plugin: the node's hook binary injected, host pids, the
+# Two long-running containers. The NRI plugin: the node's hook binary injected, host pids, the
 # NRI socket's directory, the state dir and the config (read-only); root with SYS_PTRACE only.
+assert [c["name"] for c in pod["containers"]] == ["nri", "follow"], pod["containers"]
 nri = pod["containers"][0]
-assert len(pod["containers"]) == 1 and nri["name"] == "nri", pod["containers"]
 assert nri["command"] == ["/usr/bin/oci-coresched-hook"], nri
 assert nri["args"] == ["nri", "--hook-path", "/usr/local/bin/oci-coresched-hook"], nri
 assert pod.get("hostPID") is True, "the NRI plugin needs host pids"
@@ -501,6 +501,24 @@ assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"], sc
 mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in nri["volumeMounts"]}
 assert mounts == {"/var/run/nri": ("/var/run/nri", False), "/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
                   "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True)}, mounts
+# reconcile --follow: the proc connector (host network and pid namespaces, NET_ADMIN), prctl on
+# other users' processes (SYS_PTRACE), the state dir, the config and the host's cgroup tree
+# read-only; root with exactly those two capabilities.
+follow = pod["containers"][1]
+assert follow["command"] == ["/usr/bin/oci-coresched-hook"], follow
+assert follow["args"] == ["reconcile", "--follow"], follow
+assert pod.get("hostNetwork") is True, "the proc connector sends events only in the host network namespace"
+sc = follow["securityContext"]
+assert sc["capabilities"]["drop"] == ["ALL"] and sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "SYS_PTRACE"], sc
+assert sc["runAsUser"] == 0 and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False, sc
+assert not sc.get("privileged") and sc["seLinuxOptions"] == {"type": "spc_t"}, sc
+mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in follow["volumeMounts"]}
+assert mounts == {"/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
+                  "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True),
+                  "/sys/fs/cgroup": ("/sys/fs/cgroup", True)}, mounts
+cg = next(v for v in pod["volumes"] if v.get("hostPath", {}).get("path") == "/sys/fs/cgroup")
+assert cg["hostPath"]["type"] == "Directory", cg
+assert follow["resources"]["limits"]["memory"] and follow["resources"]["requests"]["cpu"], follow
 with open(sys.argv[1], "w") as f:
     for p, mode in got.items():
         print(p, "/host" + p, mode, file=f)
