@@ -155,7 +155,7 @@ pub enum Command {
         /// Only report what would be fixed
         #[arg(long, conflicts_with = "follow")]
         dry_run: bool,
-        /// Run once and exit (the default; for timers and scripts)
+        /// Run once and exit (the default; for scripts)
         #[arg(long, conflicts_with_all = ["interval", "follow"])]
         once: bool,
         /// Instead of once, repeat every SECONDS until killed; with --follow, the full sweep's
