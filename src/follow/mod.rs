@@ -254,17 +254,20 @@ pub fn run<K: CoreSched>(
     let mut sig: Option<Signature> = None;
     let mut next_sweep = Instant::now();
     let mut next_metrics = Instant::now() + METRICS_EVERY;
-    let mut last_error = String::new();
+    let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
     let mut events = Vec::with_capacity(256);
     while !crate::signals::stopping() {
         let now = Instant::now();
         if now >= next_sweep {
             f.stats.sweeps += 1;
             match sweep() {
-                Ok(n) => f.stats.fixed_sweep += n as u64,
+                Ok(n) => {
+                    f.stats.fixed_sweep += n as u64;
+                    last_sweep_error.clear();
+                }
                 Err(e) => {
                     f.stats.sweep_failures += 1;
-                    log::warn!("reconcile --follow: {e:#}");
+                    report(&mut last_sweep_error, format!("reconcile --follow: sweep: {e:#}"));
                 }
             }
             sig = None; // refresh the cookies too
@@ -274,20 +277,16 @@ pub fn run<K: CoreSched>(
         if sig.as_ref() != Some(&now_sig) {
             match crate::ops::open_existing(&opts.state_dir, opts.lock_timeout) {
                 Ok(Some((_lock, store))) => match f.refresh(&store) {
-                    Ok(()) => {
-                        sig = Some(now_sig);
-                        last_error.clear();
-                    }
+                    Ok(()) => last_error.clear(),
                     Err(e) => {
                         report(&mut last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e)))
                     }
                 },
-                Ok(None) => {
-                    f.view = View::default();
-                    sig = Some(now_sig);
-                }
+                Ok(None) => f.view = View::default(),
                 Err(e) => report(&mut last_error, format!("reconcile --follow: {e:#}")),
             }
+            // Tried again when the files change or at the next sweep, not on every loop.
+            sig = Some(now_sig);
         }
         if Instant::now() >= next_metrics {
             f.stats.cpu_seconds = own_cpu_seconds(proc);
