@@ -6,13 +6,17 @@
 # Installs the hook as a node administrator does (dpkg -i, the documented containerd files), then
 # runs the containerd CRI scenarios (tests/field/cri.py: base_runtime_spec; tests/field/nri.py: the
 # NRI plugin, nothing else) and the podman scenarios
-# (tests/field/podman.sh, crun and runc). Prints TAP lines and "field: N passed, M failed".
+# (tests/field/podman.sh, crun and runc), then the exec window with the follower (tests/field/exec.sh).
+# Prints TAP lines and "field: N passed, M failed". OCH_FIELD_PARTS (default "cri nri podman exec")
+# picks the parts after the installation (for working on one part; CI runs them all).
 set -uo pipefail
 X=/run/xchg
 IN=$X/in
 export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
+PARTS=" ${OCH_FIELD_PARTS:-cri nri podman exec} "
+want() { [[ $PARTS == *" $1 "* ]]; }
 
 note() { echo "# $*" | tee -a "$RESULTS"; }
 ok() { echo "ok - $*" | tee -a "$RESULTS"; }
@@ -103,7 +107,7 @@ if grep -q 'failed to load plugin io.containerd.grpc.v1.cri' "$X/containerd.log"
 fi
 timed "ctr images import" quiet "$X/ctr-import.log" ctr -n k8s.io images import --snapshotter native "$IN/image.tar" ||
     setup_failed "ctr images import failed"
-part "containerd scenarios" python3 tests/field/cri.py /tmp/cri-gen
+want cri && part "containerd scenarios" python3 tests/field/cri.py /tmp/cri-gen
 kill "$cpid" 2>/dev/null
 wait "$cpid" 2>/dev/null
 
@@ -112,14 +116,23 @@ wait "$cpid" 2>/dev/null
 # plugin (the unit's ExecStart) and containerd itself, so that it can kill and restart both.
 phase containerd-nri
 cat "$EX/config-1.7-nri.toml" tests/field/containerd-nri-test.toml >/etc/containerd/config.toml
-part "containerd NRI scenarios" python3 tests/field/nri.py /tmp/cri-gen
+want nri && part "containerd NRI scenarios" python3 tests/field/nri.py /tmp/cri-gen
 
 # 4. podman 5 with crun and with runc, through the hooks.d file the package installed (podman
 # reads /usr/share/containers/oci/hooks.d by default; no --hooks-dir).
 for rt in crun runc; do
+    want podman || break
     phase "podman-$rt"
     part "podman scenarios ($rt)" tests/field/podman.sh "$rt" "$IN/rootfs.tar"
 done
+
+# 5. The exec window (issue 13): runc/crun/podman exec and CRI ExecSync probes with the follower
+# (the reconcile unit's ExecStart), forks, the follower killed and restarted, a containerd
+# restart, the follower in a DaemonSet-like container, and no host process with a cookie.
+if want exec; then
+    phase exec
+    part "exec window" tests/field/exec.sh "$IN/rootfs.tar" /tmp/cri-gen
+fi
 
 note "hook log: $(grep -c 'decision' "$X/hook.log" 2>/dev/null) decisions, $(grep -ciE ' (warn|error) ' "$X/hook.log" 2>/dev/null) warnings/errors"
 summary

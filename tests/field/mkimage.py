@@ -5,7 +5,10 @@
 # with the two libraries it links (libc, the loader), all taken from the Debian 13 root, so a
 # container can read its own cookie with `coresched get` as its very first instruction.
 #
-#   mkimage.py DEBIAN13_ROOT OUT_DIR REF     writes OUT_DIR/image.tar and OUT_DIR/rootfs.tar
+# Extra HOST_FILE=IMAGE_PATH arguments add files built on the host (the exec-window probe).
+#
+#   mkimage.py DEBIAN13_ROOT OUT_DIR REF [HOST_FILE=IMAGE_PATH...]
+#                                            writes OUT_DIR/image.tar and OUT_DIR/rootfs.tar
 """Build the field tier's OCI image from files of the Debian 13 root."""
 
 import gzip
@@ -49,17 +52,18 @@ def inside(root, path, depth=0):
     return os.path.join(root, done)
 
 
-def layer(root):
+def layer(root, extra):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         entries = [(d, "dir") for d in DIRS] + [(f, "file") for f in FILES] + [(k, "link") for k in LINKS]
+        entries += [(name, "host") for name in extra]
         for name, kind in sorted(entries):
             if kind == "dir":
                 tar.addfile(info(name, tarfile.DIRTYPE, mode=0o1777 if name == "tmp" else 0o755))
             elif kind == "link":
                 tar.addfile(info(name, tarfile.SYMTYPE, mode=0o777, target=LINKS[name]))
             else:
-                with open(inside(root, name), "rb") as f:
+                with open(extra[name] if kind == "host" else inside(root, name), "rb") as f:
                     data = f.read()
                 tar.addfile(info(name, tarfile.REGTYPE, size=len(data)), io.BytesIO(data))
     return buf.getvalue()
@@ -74,7 +78,13 @@ def blob(tar, data):
 
 def main():
     root, out, ref = sys.argv[1:4]
-    raw = layer(root)
+    extra = {}
+    for arg in sys.argv[4:]:
+        src, sep, dest = arg.partition("=")
+        if not sep or not dest.strip("/") or dest.strip("/") in FILES:
+            raise SystemExit(f"mkimage.py: expected HOST_FILE=IMAGE_PATH (a new path), got {arg!r}")
+        extra[dest.strip("/")] = src
+    raw = layer(root, extra)
     with open(os.path.join(out, "rootfs.tar"), "wb") as f:
         f.write(raw)
     gz = gzip.compress(raw, mtime=0)

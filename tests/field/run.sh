@@ -9,6 +9,10 @@
 #
 # Builds the .deb (scripts/package.sh deb) and the pods' image from the Debian 13 root on the host.
 # --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
+# The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
+# into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
+# Env passed to the guest: OCH_FIELD_PARTS (default "cri nri podman exec"), OCH_EXEC_N,
+# OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
@@ -27,16 +31,29 @@ ROOT=$(tests/vm/vm.sh rootfs)
 scripts/package.sh deb >/dev/null
 DEB=$(find target/debian -maxdepth 1 -name 'oci-coresched-hook_*_amd64.deb' -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d' ' -f2-)
 [[ -f $DEB ]] || { log "no .deb under target/debian after scripts/package.sh deb"; exit 1; }
+# The probe, with scripts/package.sh's static flags and target (the same build cache).
+TRIPLE=x86_64-unknown-linux-gnu
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --offline | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+t0=$(date +%s)
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
+    cargo build --quiet --release --locked --target "$TRIPLE" --example exec-window
+PROBE=$TARGET_DIR/$TRIPLE/release/examples/exec-window
+file "$PROBE" | grep -q 'static-pie linked' || { log "$PROBE is not static-pie: $(file "$PROBE")"; exit 1; }
+log "exec-window probe built in $(($(date +%s) - t0)) s"
 
 X=$(mktemp -d "${TMPDIR:-/tmp}/och-field.XXXXXX")
 chmod 755 "$X"
 mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
-python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1
+python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window"
 
 start=$(date +%s)
 rc=0
-tests/vm/vm.sh field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" -- tests/field/guest.sh || rc=$?
+genv=()
+for v in OCH_FIELD_PARTS OCH_EXEC_N OCH_EXEC_N_RUNC OCH_EXEC_N_CRUN OCH_EXEC_N_PODMAN OCH_EXEC_N_CRI OCH_EXEC_FORKS OCH_EXEC_COST_N; do
+    [[ -n ${!v:-} ]] && genv+=(--env "$v=${!v}")
+done
+tests/vm/vm.sh field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" "${genv[@]}" -- tests/field/guest.sh || rc=$?
 log "guest run: $(($(date +%s) - start)) s, exit status $rc"
 if ((update)); then
     python3 tests/field/fixtures.py "$X/states" tests/fixtures/field
