@@ -454,6 +454,14 @@ while IFS= read -r dir; do
 done </och/run/writable
 cp -R /och/run/. $R/run/och/ || fail "cannot copy the run files to /run/och"
 
+if [ "$root" = field ]; then
+    # Move the Debian 13 root over / (what switch_root does), so that it is the root of the mount
+    # namespace and not only of a chroot: setns(CLONE_NEWNS), as in `runc exec` / `crun exec`,
+    # puts the joining process at that root. With a bare chroot an exec'd process would see this
+    # initramfs instead of its container's root file system. /init itself keeps the initramfs.
+    cd $R && mount --move . / || fail "mount --move $R /"
+    R=.
+fi
 echo "@@OCH-VM-START-$nonce@@"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \
     chroot $R /bin/sh /run/och/guest.sh </dev/null
