@@ -181,7 +181,8 @@ check "three member containers, three different non-zero group cookies" \
 # --- without a follower: what one exec costs per engine, and the probe fails (0x0, timeout) ---
 for e in "${ENGINES[@]}"; do
     execs "$e" "$COST_N" /bin/true >"$W/$e.cost"
-    note "exec cost $e (/bin/true, no follower): $(pct <(awk '{ print $1 }' "$W/$e.cost")), exit statuses: $(awk '{ print $2 }' "$W/$e.cost" | sort | uniq -c | tr -s ' \n' ' ')"
+    awk '{ print $1 }' "$W/$e.cost" >"$W/$e.cost.wall"
+    note "exec cost $e (/bin/true, no follower): $(pct "$W/$e.cost.wall"), exit statuses (count status):$(awk '{ print $2 }' "$W/$e.cost" | sort | uniq -c | tr -s ' \n' ' ')"
     line=$(execs "$e" 1 "$PROBE")
     note "probe under $e without a follower: $line"
     check "$e: without a follower the probe times out at cookie 0x0" test "${line#* }" = "1 window_ns=timeout cookie=0x0"
@@ -304,9 +305,11 @@ fi
 
 # --- (d) never: no process outside a member container's cgroup has a cookie ----------------------
 declare -A member_cg
+# (no process substitution: the guest has no /dev/fd)
+"$HOOK" list --json | jq -r '.[].members[] | select(.live) | .pid' >"$W/member-pids"
 while read -r p; do
     c=$(cgroup_of "$p") && [[ -n $c ]] && member_cg[$c]=1
-done < <("$HOOK" list --json | jq -r '.[].members[] | select(.live) | .pid')
+done <"$W/member-pids"
 note "member cgroups: ${!member_cg[*]}"
 checked=0 nonzero=
 for d in /proc/[0-9]*; do
