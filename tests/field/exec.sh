@@ -219,7 +219,8 @@ if ((${#FOLLOW[@]})); then
     out=$(runc exec "$RUNC_ID" "$PROBE" --fork "$FORKS" --hold 600 2>&1)
     note "fork test: '$out' in $((SECONDS - t0)) s"
     sleep 2
-    mapfile -t kids < <(grep -vx "$RUNC_INIT" "/sys/fs/cgroup$cg/cgroup.procs")
+    grep -vx "$RUNC_INIT" "/sys/fs/cgroup$cg/cgroup.procs" >"$W/fork-pids"
+    mapfile -t kids <"$W/fork-pids"
     have=0 other=
     for p in "${kids[@]}"; do
         c=$(cookie "$p")
