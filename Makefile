@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec
 
 build:
 	cargo build --release --locked
@@ -49,6 +49,12 @@ bench-breakdown:
 # The share path on the real kernel in the VM tier, as a ratio to /bin/true in the guest.
 bench-vm:
 	benches/vm-share.sh
+
+# The exec window of `reconcile --follow` (issue 13): 200 probes each of runc exec, crun exec,
+# podman exec and CRI ExecSync in the field tier's guest (real kernel, TCG), the exec part only
+# (about 35 minutes). The test command runs the same part with fewer probes per engine.
+bench-exec:
+	OCH_FIELD_PARTS=exec OCH_EXEC_N=200 tests/field/run.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the
