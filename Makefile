@@ -54,7 +54,7 @@ bench-vm:
 # podman exec and CRI ExecSync in the field tier's guest (real kernel, TCG), the exec part only
 # (about 35 minutes). The test command runs the same part with fewer probes per engine.
 bench-exec:
-	OCH_FIELD_PARTS=exec OCH_EXEC_N=200 OCH_EXEC_COST_N=3 tests/field/run.sh
+	OCH_FIELD_PARTS=exec OCH_EXEC_N=200 OCH_EXEC_COST_N=3 OCH_FIELD_KEEP=1 tests/field/run.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the

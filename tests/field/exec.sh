@@ -116,8 +116,8 @@ windows() {
     note "window $e: $(pct "$f.window") (probes: $n, with the group's cookie: $good, timeouts: $(grep -c 'window_ns=timeout' "$f.raw"))"
     note "exec wall time $e (probe included): $(pct "$f.wall")"
     tail -c +"$((off + 1))" "$HLOG" 2>/dev/null | grep "follow: gave pid .* of container ${CID[$e]} " |
-        sed -n 's/.* after \([0-9][0-9]*\) us (exec).*/\1/p' >"$f.follower"
-    note "follower's own 'after N us (exec)' for $e: $(pct "$f.follower")"
+        sed -n 's/.* after \([0-9][0-9]*\) us (\(exec\|fork\)).*/\1/p' >"$f.follower"
+    note "follower's own 'after N us' for $e (from the kernel's event, the process's fork or exec, to the GET that showed its cookie): $(pct "$f.follower")"
     check "$e: all $n probes got the container's group cookie ${WANT[$e]} (no timeout, no other cookie)" \
         test "$good" = "$n" -a "$(wc -l <"$f.raw")" = "$n"
     grep -v " 0 window_ns=[0-9][0-9]* cookie=${WANT[$e]}\$" "$f.raw" | head -n 5 | sed 's/^/#   /'

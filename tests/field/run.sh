@@ -13,6 +13,7 @@
 # into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
 # Env passed to the guest: OCH_FIELD_PARTS (default "cri nri podman exec"), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
+# OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
@@ -62,4 +63,8 @@ if ((rc != 0)); then
     log "FAILED; logs and captured states kept in $X (hook.log, containerd.log, results.tap, states/)"
     exit "$rc"
 fi
-rm -rf -- "$X"
+if [[ ${OCH_FIELD_KEEP:-0} == 1 ]]; then
+    log "passed; logs kept in $X (OCH_FIELD_KEEP=1)"
+else
+    rm -rf -- "$X"
+fi
