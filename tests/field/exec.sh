@@ -251,7 +251,7 @@ if ((${#FOLLOW[@]})); then
     tck=$(getconf CLK_TCK)
     if [[ $e0 != absent && $e1 != absent && -n $s0 && -n $s1 ]]; then
         d=$(awk -v a="$e0" -v b="$e1" 'BEGIN { printf "%d", b - a }')
-        note "follower CPU over the fork test: $d events; /proc stat $(awk -v a="$s0" -v b="$s1" -v t="$tck" -v d="$d" 'BEGIN { printf "%.2f s = %.1f us per event", (b - a) / t, d > 0 ? (b - a) / t / d * 1e6 : 0 }'); follow.prom cpu_seconds $(awk -v a="$c0" -v b="$c1" -v d="$d" 'BEGIN { printf "%.3f s = %.1f us per event", b - a, d > 0 ? (b - a) / d * 1e6 : 0 }')"
+        note "follower CPU over the fork test: $d events; /proc stat $(awk -v a="$s0" -v b="$s1" -v t="$tck" -v d="$d" 'BEGIN { printf "%.2f s = %.1f us per event", (b - a) / t, (d > 0 ? (b - a) / t / d * 1e6 : 0) }'); follow.prom cpu_seconds $(awk -v a="$c0" -v b="$c1" -v d="$d" 'BEGIN { printf "%.3f s = %.1f us per event", b - a, (d > 0 ? (b - a) / d * 1e6 : 0) }')"
     else
         note "follower CPU over the fork test: not measured (follow.prom events $e0 -> $e1, /proc stat ticks '$s0' -> '$s1')"
     fi
