@@ -273,21 +273,6 @@ pub fn run<K: CoreSched>(
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
         }
-        let now_sig = Signature::of(&db);
-        if sig.as_ref() != Some(&now_sig) {
-            match crate::ops::open_existing(&opts.state_dir, opts.lock_timeout) {
-                Ok(Some((_lock, store))) => match f.refresh(&store) {
-                    Ok(()) => last_error.clear(),
-                    Err(e) => {
-                        report(&mut last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e)))
-                    }
-                },
-                Ok(None) => f.view = View::default(),
-                Err(e) => report(&mut last_error, format!("reconcile --follow: {e:#}")),
-            }
-            // Tried again when the files change or at the next sweep, not on every loop.
-            sig = Some(now_sig);
-        }
         if Instant::now() >= next_metrics {
             f.stats.cpu_seconds = own_cpu_seconds(proc);
             write_metrics(&metrics, &f.stats);
@@ -310,24 +295,6 @@ pub fn run<K: CoreSched>(
                     next_sweep = next_sweep.min(Instant::now() + FALLBACK_SWEEP);
                     continue;
                 }
-                // A cache written since the last look (a container just created) is read before
-                // the events that may be its processes.
-                if !events.is_empty() && sig.as_ref() != Some(&Signature::of(&db)) {
-                    let pending = std::mem::take(&mut events);
-                    if let Ok(Some((_lock, store))) = crate::ops::open_existing(&opts.state_dir, opts.lock_timeout)
-                        && f.refresh(&store).is_ok()
-                    {
-                        sig = Some(Signature::of(&db));
-                    }
-                    events = pending;
-                }
-                for ev in events.drain(..) {
-                    if ev == Event::Lost && next_sweep > Instant::now() {
-                        log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
-                        next_sweep = Instant::now();
-                    }
-                    f.handle(ev);
-                }
             }
             None => {
                 crate::signals::sleep_unless_stopped(wait);
@@ -342,6 +309,16 @@ pub fn run<K: CoreSched>(
                 }
             }
         }
+        // A cache written since the last look (a container just created) is read before the
+        // events that may be its processes.
+        refresh_if_changed(&mut f, opts, &db, &mut sig, &mut last_error);
+        for ev in events.drain(..) {
+            if ev == Event::Lost && next_sweep > Instant::now() {
+                log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
+                next_sweep = Instant::now();
+            }
+            f.handle(ev);
+        }
     }
     f.stats.cpu_seconds = own_cpu_seconds(proc);
     write_metrics(&metrics, &f.stats);
@@ -352,6 +329,31 @@ pub fn run<K: CoreSched>(
         f.stats.fixed_sweep
     );
     Ok(())
+}
+
+/// Rebuilds the view when the cache files changed since `sig` (or `sig` is `None`). The files are
+/// looked at before they are read, so a write during the read shows as a change next time. A
+/// failure is logged once ([`report`]) and tried again when the files change or after a sweep.
+fn refresh_if_changed<K: CoreSched>(
+    f: &mut Follower<'_, K>,
+    opts: &Options,
+    db: &Path,
+    sig: &mut Option<Signature>,
+    last_error: &mut String,
+) {
+    let now = Signature::of(db);
+    if sig.as_ref() == Some(&now) {
+        return;
+    }
+    match crate::ops::open_existing(&opts.state_dir, opts.lock_timeout) {
+        Ok(Some((_lock, store))) => match f.refresh(&store) {
+            Ok(()) => last_error.clear(),
+            Err(e) => report(last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e))),
+        },
+        Ok(None) => f.view = View::default(),
+        Err(e) => report(last_error, format!("reconcile --follow: {e:#}")),
+    }
+    *sig = Some(now);
 }
 
 /// Logs `msg` unless it is the one logged last (one line per problem, not per loop).
