@@ -16,13 +16,6 @@ pub struct Relay<'a, K: CoreSched> {
     proc: &'a ProcFs,
 }
 
-impl<K: CoreSched> Clone for Relay<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<K: CoreSched> Copy for Relay<'_, K> {}
-
 impl<'a, K: CoreSched> Relay<'a, K> {
     /// A relay over `kernel` and `proc`.
     pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
