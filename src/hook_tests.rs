@@ -112,3 +112,24 @@ fn corrupt_cache_is_moved_aside_and_the_hook_succeeds() {
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert!(Store::open(&sd.join("cache.db")).unwrap().member("c1").unwrap().is_some());
 }
+
+#[test]
+fn poststart_after_create_runtime_reads_only_its_own_init() {
+    let e = env();
+    for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
+        e.fp.spawn(pid, 1, 0, cg).unwrap();
+    }
+    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
+    e.run(c0, &Config::default()).unwrap();
+    e.run(CREATING, &Config::default()).unwrap();
+    let before = e.kernel.calls().len();
+    let running = CREATING.replace("creating", "running");
+    let done = e.run(&running, &Config::default()).unwrap();
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    let calls = e.kernel.calls()[before..].to_vec();
+    assert!(calls.iter().all(|c| !c.contains("4240") && !c.starts_with("share")), "{calls:?}");
+    assert!(calls.contains(&"get 4242".to_string()), "{calls:?}");
+    let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
+    let g = store.groups().unwrap();
+    assert_eq!((g[0].ok, g[0].failed), (3, 0), "the repeat run is counted like any ensure");
+}

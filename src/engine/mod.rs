@@ -176,12 +176,49 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Ok(live)
     }
 
+    /// The repeat run (poststart after createRuntime, or createRuntime after old podman's prestart):
+    /// the container's own row names this very init (pid and start time) in this group, and a GET
+    /// on the init shows the row's cookie. That init is a live, identity-checked member holding the
+    /// cookie the group's rows record, which is all the first run established; the other members
+    /// were verified by it a moment ago and are left to the next join, `gc` and the follower.
+    /// Anything else (no row, another pid or group, a cookie that differs) takes the full path.
+    fn already_member(
+        &self,
+        req: &EnsureRequest,
+        row: &Member,
+        target: TaskId,
+    ) -> Result<Option<EnsureOutcome>, EngineError> {
+        if row.group != req.group || row.pid != req.pid || row.start_time != target.start_time || row.cookie == 0 {
+            return Ok(None);
+        }
+        let current = self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
+        if current != row.cookie || !self.relay.same(target)? {
+            return Ok(None);
+        }
+        crate::timing::mark("own row + GET (repeat run)");
+        if let Err(e) = self.store.count(&req.group, true) {
+            log::warn!("failed to count the ensure of container {} in group {}: {e}", req.container_id, req.group);
+        }
+        Ok(Some(EnsureOutcome {
+            cookie: current,
+            via: Via::AlreadySet,
+            converged: Vec::new(),
+            dropped: Vec::new(),
+            left: None,
+        }))
+    }
+
     /// Gives the container's init its group's cookie (idempotent).
     pub fn ensure(&self, req: &EnsureRequest) -> Result<EnsureOutcome, EngineError> {
         crate::timing::mark("begin");
         let target = self.relay.identity(req.pid)?;
         let previous = self.store.member(&req.container_id)?;
         crate::timing::mark("target /proc + its row");
+        if let Some(p) = &previous
+            && let Some(outcome) = self.already_member(req, p, target)?
+        {
+            return Ok(outcome);
+        }
         let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
         let mut dropped = Vec::new();
 

@@ -207,6 +207,21 @@ fn poststart_after_create_runtime_is_idempotent(w: &mut World) {
     assert_eq!(w.members("web").len(), 1);
 }
 
+/// The repeat run's shortcut (its own row, one GET) must not hide a cookie replaced behind the
+/// hook's back: poststart then takes the full path and puts the group's cookie back.
+fn poststart_repairs_an_init_whose_cookie_was_replaced(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    let c = w.cookie(p1);
+    w.recookie(p2);
+    assert_ne!(w.cookie(p2), c);
+    let (_, done) = w.hook(&w.state("c2", "running", Some(p2), &[(GROUP, "web")]), Some(Stage::Poststart));
+    let out = ensured(done);
+    assert_eq!(out.via, Via::Shared("c1".into()));
+    assert_eq!(w.cookie(p2), c, "poststart must restore the group's cookie");
+    assert_eq!(w.member("c2").unwrap().cookie, c);
+}
+
 fn invalid_group_gets_own_cookie(w: &mut World) {
     let p1 = w.start("c1", &[(GROUP, "web")]);
     let p2 = w.start("c2", &[(GROUP, "../web")]);
@@ -302,6 +317,7 @@ suite!(
     group_change_moves_the_container,
     poststop_forgets_and_empty_groups_vanish,
     poststart_after_create_runtime_is_idempotent,
+    poststart_repairs_an_init_whose_cookie_was_replaced,
     invalid_group_gets_own_cookie,
     sched_idle_is_written_for_its_class,
     sched_idle_failure_keeps_the_membership,
