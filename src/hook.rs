@@ -337,7 +337,7 @@ fn with_store<K: CoreSched, T>(
     }
     for attempt in 0..2 {
         let result: Result<T, HookError> = store.transaction(|s| {
-            let v = f(&Engine::new(kernel, paths.proc, s), s)?;
+            let v = f(&Engine::in_hook(kernel, paths.proc, s), s)?;
             crate::fault::point("before_commit");
             crate::timing::mark("cache writes");
             Ok(v)

@@ -133,3 +133,28 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
     let g = store.groups().unwrap();
     assert_eq!((g[0].ok, g[0].failed), (3, 0), "the repeat run is counted like any ensure");
 }
+
+#[test]
+fn the_hook_relays_on_its_own_thread_and_long_running_commands_on_fresh_ones() {
+    let e = env();
+    for (pid, cg) in [(4240, "/c0"), (4242, "/c1"), (4244, "/c2")] {
+        e.fp.spawn(pid, 1, 0, cg).unwrap();
+    }
+    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
+    e.run(c0, &Config::default()).unwrap();
+    let cookie = e.kernel.get(4240).unwrap();
+    assert_eq!(e.kernel.get(0).unwrap(), 0, "creating a cookie pulls nothing into the hook");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let proc = e.fp.procfs();
+            let relay = crate::engine::Relay::new(&e.kernel, &proc);
+            let (src, target) = (relay.identity(4240).unwrap(), relay.identity(4244).unwrap());
+            relay.adopt(src, cookie, &[target]).unwrap();
+            assert_eq!(e.kernel.get(4244).unwrap(), cookie);
+            assert_eq!(e.kernel.get(0).unwrap(), 0, "a long-running command's thread keeps cookie 0");
+        });
+    });
+    e.run(CREATING, &Config::default()).unwrap();
+    assert_eq!(e.kernel.get(4242).unwrap(), cookie);
+    assert_eq!(e.kernel.get(0).unwrap(), cookie, "the hook's own thread relayed the share");
+}

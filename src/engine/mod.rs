@@ -3,7 +3,7 @@
 //!
 //! Proof of a group's cookie is never the cached value (cookie values can repeat after a cookie
 //! dies) but a GET on a live member whose identity — pid plus start time — was checked. Every
-//! SHARE runs on a fresh relay thread whose own cookie is verified before it is pushed anywhere.
+//! SHARE runs on a relay thread ([`Relay`]) whose own cookie is verified before it is pushed anywhere.
 
 use std::io;
 
@@ -148,9 +148,16 @@ struct Live {
 }
 
 impl<'a, K: CoreSched> Engine<'a, K> {
-    /// An engine; the caller holds the lock on `store`.
+    /// An engine that relays each share through a fresh thread; the caller holds the lock on
+    /// `store`.
     pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
         Self { kernel, relay: Relay::new(kernel, proc), store }
+    }
+
+    /// The hook's engine: shares are relayed by the calling thread ([`Relay::on_calling_thread`]),
+    /// because the process exits after this one operation.
+    pub fn in_hook(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
+        Self { kernel, relay: Relay::on_calling_thread(kernel, proc), store }
     }
 
     /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.

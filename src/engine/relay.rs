@@ -1,8 +1,14 @@
-//! The relay: every cookie pushed to another task goes through a fresh thread that pulls the
+//! The relay: every cookie pushed to another task goes through a relay thread that pulls the
 //! cookie from a live source (pid + start time checked after the pull), verifies its own cookie
 //! with a GET, and only then pushes it; each target is verified afterwards. No cache: the engine
 //! uses it for ensure, `reconcile` and the follower for processes that entered a container
 //! without a hook.
+//!
+//! The relay thread is a fresh one per share in long-running commands, whose own threads must
+//! keep cookie 0. A hook process exits right after its one ensure and nothing runs on its behalf
+//! afterwards, so there the calling thread relays ([`Relay::on_calling_thread`]): it then holds
+//! the group's cookie for the rest of its short life, which only restricts where the hook itself
+//! may run. Each share still pulls before it pushes and checks what it pulled.
 
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::procfs::{Pid, ProcFs, TaskId};
@@ -14,12 +20,19 @@ use super::{EngineError, kerr};
 pub struct Relay<'a, K: CoreSched> {
     kernel: &'a K,
     proc: &'a ProcFs,
+    calling_thread: bool,
 }
 
 impl<'a, K: CoreSched> Relay<'a, K> {
-    /// A relay over `kernel` and `proc`.
+    /// A relay over `kernel` and `proc` that shares through a fresh thread each time.
     pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
-        Self { kernel, proc }
+        Self { kernel, proc, calling_thread: false }
+    }
+
+    /// A relay that shares through the calling thread, which keeps the last cookie it relayed:
+    /// only for a process that exits after its work (the hook).
+    pub fn on_calling_thread(kernel: &'a K, proc: &'a ProcFs) -> Self {
+        Self { kernel, proc, calling_thread: true }
     }
 
     pub(crate) fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
@@ -46,42 +59,42 @@ impl<'a, K: CoreSched> Relay<'a, K> {
         }
     }
 
-    /// On a fresh thread: pull `cookie` from `src`, check it, push it to every target, then
+    /// On the relay thread: pull `cookie` from `src`, check it, push it to every target; then
     /// verify each target from this thread.
     pub(super) fn share(&self, src: TaskId, cookie: Cookie, targets: &[(String, Pid)]) -> Result<(), RelayError> {
         let (kernel, proc) = (self.kernel, self.proc);
-        let result = std::thread::scope(|s| {
-            s.spawn(|| -> Result<(), RelayError> {
-                kernel.share_from(src.pid).map_err(|e| match e {
-                    KernelError::NoSuchProcess(_) => RelayError::SourceGone,
-                    e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
-                })?;
-                // The pid must still be the member we verified, or we pulled a stranger's cookie.
-                let same = proc
-                    .is_same(src)
-                    .map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
-                if !same {
-                    return Err(RelayError::SourceGone);
-                }
-                let mine = kernel.get(0).map_err(|e| RelayError::Engine(kerr("read the relay thread's cookie")(e)))?;
-                if mine != cookie {
-                    return Err(RelayError::Engine(EngineError::Verify {
-                        what: "the relay thread".into(),
-                        expected: CookieHex(cookie),
-                        found: CookieHex(mine),
-                    }));
-                }
-                for (id, pid) in targets {
-                    kernel
-                        .share_to(*pid, Scope::ThreadGroup)
-                        .map_err(|e| RelayError::Engine(kerr(format!("share the cookie to {id} (pid {pid})"))(e)))?;
-                }
-                Ok(())
-            })
-            .join()
-            .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))
-        });
-        result?;
+        let relay = || -> Result<(), RelayError> {
+            kernel.share_from(src.pid).map_err(|e| match e {
+                KernelError::NoSuchProcess(_) => RelayError::SourceGone,
+                e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
+            })?;
+            // The pid must still be the member we verified, or we pulled a stranger's cookie.
+            let same =
+                proc.is_same(src).map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
+            if !same {
+                return Err(RelayError::SourceGone);
+            }
+            let mine = kernel.get(0).map_err(|e| RelayError::Engine(kerr("read the relay thread's cookie")(e)))?;
+            if mine != cookie {
+                return Err(RelayError::Engine(EngineError::Verify {
+                    what: "the relay thread".into(),
+                    expected: CookieHex(cookie),
+                    found: CookieHex(mine),
+                }));
+            }
+            for (id, pid) in targets {
+                kernel
+                    .share_to(*pid, Scope::ThreadGroup)
+                    .map_err(|e| RelayError::Engine(kerr(format!("share the cookie to {id} (pid {pid})"))(e)))?;
+            }
+            Ok(())
+        };
+        if self.calling_thread {
+            relay()?;
+        } else {
+            std::thread::scope(|s| s.spawn(relay).join())
+                .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))?;
+        }
         for (_, pid) in targets {
             self.verify(*pid, Some(cookie)).map_err(RelayError::Engine)?;
         }
