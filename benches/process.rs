@@ -235,6 +235,11 @@ impl World {
         self.hook_inv(&self.config, state_json(id, "stopped", None, &self.bundle, group))
     }
 
+    /// poststart: the runtime's state once the user process runs (status `running`).
+    fn poststart(&self, id: &str, pid: i32, group: &str) -> Invocation {
+        self.hook_inv(&self.config, state_json(id, "running", Some(pid), &self.bundle, group))
+    }
+
     fn stderr_text(&self) -> String {
         std::fs::read_to_string(self.stderr_file()).unwrap_or_default()
     }
@@ -355,6 +360,52 @@ fn measure_path(w: &World, group: &str, fresh_group: bool, runs: usize, config: 
         m.run_pair(&truth, &inv, i, i >= warmup);
         w.must(&w.stop(&id, &g));
         sleepers.kill(pid);
+    }
+    m
+}
+
+/// One container's whole life as the shipped hooks.d file wires it: createRuntime (joining
+/// `group`, which has `LIVE` live members), poststart, poststop; each stage timed against its own
+/// interleaved `/bin/true`.
+fn measure_lifecycle(w: &World, group: &str, runs: usize) -> [Measured; 3] {
+    let warmup = (runs / 10).clamp(3, 20);
+    let mut sleepers = Sleepers::default();
+    let mut m: [Measured; 3] = Default::default();
+    for i in 0..warmup + runs {
+        let pid = sleepers.spawn();
+        let id = format!("life-{i:05}");
+        let stages = [w.ensure(&id, pid, group), w.poststart(&id, pid, group), w.stop(&id, group)];
+        for (k, inv) in stages.iter().enumerate() {
+            if k == 2 {
+                // The runtime runs poststop once the container has exited.
+                sleepers.kill(pid);
+            }
+            let truth =
+                Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
+            m[k].run_pair(&truth, inv, i, i >= warmup);
+        }
+    }
+    m
+}
+
+/// poststop alone: `last` — of the only member of a fresh group (the group row goes too); else
+/// of a container the cache never had (the cache holds `group`'s `LIVE` members).
+fn measure_poststop(w: &World, group: &str, last: bool, runs: usize) -> Measured {
+    let warmup = (runs / 10).clamp(3, 20);
+    let mut sleepers = Sleepers::default();
+    let mut m = Measured::default();
+    for i in 0..warmup + runs {
+        let id = format!("stop-{i:05}");
+        let g = if last { format!("{group}-{i}") } else { group.to_string() };
+        let pid = last.then(|| sleepers.spawn());
+        if let Some(pid) = pid {
+            w.must(&w.ensure(&id, pid, &g));
+            sleepers.kill(pid);
+        }
+        let inv = w.stop(&id, &g);
+        let truth =
+            Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
+        m.run_pair(&truth, &inv, i, i >= warmup);
     }
     m
 }
@@ -604,9 +655,53 @@ fn main() {
         max_rss = (max_rss.0.max(m.maxrss_kib), max_rss.1.max(m.true_maxrss_kib));
         rows.push(row("create path: first member of a new group", &m, Some(1.5)));
     }
+    if want("lifecycle") {
+        w.reset();
+        let mut sleepers = Sleepers::default();
+        seed_live(&w, "g", &mut sleepers);
+        let stages = measure_lifecycle(&w, "g", runs);
+        let names = ["createRuntime", "poststart", "poststop"];
+        for (name, m) in names.iter().zip(&stages) {
+            eprintln!("  lifecycle {name}: {:.3} ms", ms(m.hook_median()));
+            rows.push(row(&format!("lifecycle, {name} (joining a group of 10 live members)"), m, None));
+        }
+        let sum: f64 = stages.iter().map(|m| ms(m.hook_median())).sum();
+        let truth = stages.iter().map(|m| ms(m.true_median())).sum::<f64>() / stages.len() as f64;
+        let failures: usize = stages.iter().map(|m| m.failures).sum();
+        let r = sum / truth;
+        rows.push(Row {
+            name: "lifecycle: createRuntime + poststart + poststop, summed, against one /bin/true".into(),
+            median_ms: format!("{sum:.3}"),
+            p90_ms: String::new(),
+            true_ms: format!("{truth:.3}"),
+            ratio: format!("{r:.2}×"),
+            target: "≤ 3×".into(),
+            verdict: if failures > 0 {
+                format!("FAILED ({failures} failed runs)")
+            } else if r <= 3.0 {
+                "met".into()
+            } else {
+                format!("missed by {:.0}%", (r / 3.0 - 1.0) * 100.0)
+            },
+        });
+        drop(sleepers);
+        for (name, last) in [("poststop-last", true), ("poststop-uncached", false)] {
+            w.reset();
+            let mut sleepers = Sleepers::default();
+            seed_live(&w, "g", &mut sleepers);
+            let m = measure_poststop(&w, "g", last, runs);
+            eprintln!("  {name}: {:.3} ms", ms(m.hook_median()));
+            let what = if last {
+                "poststop of the last member of a group"
+            } else {
+                "poststop of a container never cached (cache: 10)"
+            };
+            rows.push(row(what, &m, None));
+        }
+    }
     // The floors: built next to the hook by scripts/bench.sh (examples floor-empty, floor-sqlite).
     let floor_dir = hook.parent().map(|d| d.join("examples")).unwrap_or_default();
-    if !real && want("floor") {
+    if want("floor") {
         let empty = floor_dir.join("floor-empty");
         let sqlite = floor_dir.join("floor-sqlite");
         if empty.exists() && sqlite.exists() {
@@ -622,6 +717,24 @@ fn main() {
             let m = measure_floor(&sqlite, &args, &stdin, runs);
             eprintln!("  floor-sqlite: {:.3} ms", ms(m.hook_median()));
             rows.push(row("floor: + flock, SQLite open, read a group, write a row, commit, close", &m, None));
+            if let Some(share) = share_median {
+                // The issue-14 goal on the real kernel: the share path within 1.2× of this floor.
+                let r = ms(share) / ms(m.hook_median());
+                let (target, verdict) = match (real, r <= 1.2) {
+                    (false, _) => (String::new(), "(the target is for the real kernel)".to_string()),
+                    (true, true) => ("≤ 1.2×".into(), "met".into()),
+                    (true, false) => ("≤ 1.2×".into(), format!("missed by {:.0}%", (r / 1.2 - 1.0) * 100.0)),
+                };
+                rows.push(Row {
+                    name: "share path against the SQLite floor (same build, same machine)".into(),
+                    median_ms: format!("{:.3}", ms(share)),
+                    p90_ms: String::new(),
+                    true_ms: format!("{:.3} (floor)", ms(m.hook_median())),
+                    ratio: format!("{r:.2}× floor"),
+                    target,
+                    verdict,
+                });
+            }
         } else {
             notes.push(format!(
                 "floors skipped: {} or {} is missing (scripts/bench.sh builds them)",
