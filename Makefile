@@ -38,15 +38,19 @@ package:
 test-packaging:
 	tests/packaging/run.sh
 
-# Speed (BENCHMARKS.md): whole-process table vs /bin/true over the fake kernel, then criterion.
+# Speed (BENCHMARKS.md): whole-process table vs /bin/true over the fake kernel, then criterion,
+# then the VM rows of bench-vm (real kernel; OCH_BENCH_SKIP_VM=1 leaves them out).
 bench:
 	scripts/bench.sh
 
-# Where the share path's time goes: a hook built with the phase marks (feature phase-timing).
+# Where the share path's time goes: a hook built with the phase marks (feature phase-timing), over
+# the fake kernel only.
 bench-breakdown:
-	OCH_BENCH_TIMING=1 OCH_BENCH_ONLY=share,floor OCH_BENCH_SKIP_CRITERION=1 scripts/bench.sh
+	OCH_BENCH_TIMING=1 OCH_BENCH_ONLY=share,floor OCH_BENCH_SKIP_CRITERION=1 OCH_BENCH_SKIP_VM=1 scripts/bench.sh
 
-# The share path on the real kernel in the VM tier, as a ratio to /bin/true in the guest.
+# The real kernel in the VM tier (TCG, minutes): the process bench's share, create, lifecycle and
+# floor scenarios against /bin/true in the guest, and the hook's share of `runc run -d` and
+# `runc delete` (benches/vm-runc.sh).
 bench-vm:
 	benches/vm-share.sh
 
