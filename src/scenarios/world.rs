@@ -98,12 +98,16 @@ impl World {
         }
     }
 
-    /// Runs the hook exactly as the binary does, from a state.
+    /// Runs the hook exactly as the binary does, from a state. On a thread of its own, as each
+    /// hook is a process of its own: the hook relays on its own thread and keeps that cookie, which
+    /// must not reach this test's thread and the inits it forks afterwards.
     pub fn hook(&self, state: &State, stage: Option<Stage>) -> (Decision, Result<Done, HookError>) {
         let decision = hook::decide(state, stage, &self.config).expect("decision");
         let (sd, cg) = (self.state_dir(), self.cgroup_root());
         let paths = Paths { state_dir: &sd, proc: &self.proc, cgroup_root: &cg };
-        let done = hook::run(&decision, &self.config, &paths, &self.k());
+        let done = std::thread::scope(|s| {
+            s.spawn(|| hook::run(&decision, &self.config, &paths, &self.k())).join().expect("the hook panicked")
+        });
         (decision, done)
     }
 
