@@ -188,7 +188,9 @@ pub enum Done {
     Forgot(Option<Member>),
 }
 
-/// Runs the hook for a decision.
+/// Runs the hook for a decision. A share is relayed by the calling thread, which keeps that
+/// cookie ([`Engine::in_hook`]): call it from a thread that ends afterwards (the hook process, or
+/// a thread of its own in a long-running command).
 pub fn run<K: CoreSched>(
     decision: &Decision,
     config: &Config,

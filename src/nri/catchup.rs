@@ -121,7 +121,15 @@ pub fn catch_up<K: CoreSched>(
             continue;
         }
         let group = decision.group.as_deref().unwrap_or("-");
-        match hook::run(&decision, config, paths, kernel) {
+        // hook::run relays shares on the calling thread and leaves it holding the cookie: on a
+        // thread of its own, so the plugin's threads keep cookie 0.
+        let done = std::thread::scope(|t| {
+            t.spawn(|| hook::run(&decision, config, paths, kernel)).join().unwrap_or(Err(hook::HookError::Engine {
+                id: c.id.clone(),
+                source: crate::engine::EngineError::RelayPanicked,
+            }))
+        });
+        match done {
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
                 if matches!(o.via, crate::engine::Via::AlreadySet) =>
             {
@@ -173,6 +181,40 @@ mod tests {
         assert_eq!(init_pid(&c, dir.path()), Some(777), "pid 1 is never a container's init here");
         let pid1 = Container { id: "c1".into(), pid: 1, ..Default::default() };
         assert_eq!(init_pid(&pid1, dir.path()), Some(777));
+    }
+
+    #[test]
+    fn a_catch_up_that_shares_leaves_the_plugins_thread_at_cookie_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
+        let proc = fp.procfs();
+        let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+        let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
+        let containers: Vec<Container> = [(1, 4240), (2, 4242)]
+            .into_iter()
+            .map(|(i, pid)| {
+                fp.spawn(pid, 1, 0, &format!("/c{i}")).unwrap();
+                Container {
+                    id: format!("c{i}"),
+                    pod_sandbox_id: "sb".into(),
+                    state: state::RUNNING,
+                    pid: pid as u32,
+                    annotations: [("oci-coresched-hook/group".to_string(), "web".to_string())].into(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let state_dir = dir.path().join("state");
+        let at = Where {
+            paths: Paths { state_dir: &state_dir, proc: &proc, cgroup_root: dir.path() },
+            task_root: dir.path(),
+        };
+        let s = catch_up(&[pod], &containers, &Config::default(), &at, &kernel);
+        assert_eq!(s.ensured, 2, "{s:?}");
+        let cookie = kernel.get(4240).unwrap();
+        assert_ne!(cookie, 0);
+        assert_eq!(kernel.get(4242).unwrap(), cookie, "the second shared the first's cookie");
+        assert_eq!(kernel.get(0).unwrap(), 0, "the plugin's own thread keeps cookie 0");
     }
 
     #[test]
