@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
-use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest};
+use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
 use crate::kernel::{CoreSched, KernelError};
 use crate::policy::{self, Action, BadContainerId, Decision, Lifecycle};
 use crate::procfs::{Pid, ProcFs};
@@ -188,14 +188,25 @@ pub enum Done {
     Forgot(Option<Member>),
 }
 
-/// Runs the hook for a decision. A share is relayed by the calling thread, which keeps that
-/// cookie ([`Engine::in_hook`]): call it from a thread that ends afterwards (the hook process, or
-/// a thread of its own in a long-running command).
+/// Runs the hook for a decision, as the hook process does: a share is relayed by the calling
+/// thread, which keeps that cookie ([`RelayOn::CallingThread`]).
 pub fn run<K: CoreSched>(
     decision: &Decision,
     config: &Config,
     paths: &Paths<'_>,
     kernel: &K,
+) -> Result<Done, HookError> {
+    run_relaying_on(decision, config, paths, kernel, RelayOn::CallingThread)
+}
+
+/// [`run`] with the relay thread chosen: a long-running command passes
+/// [`RelayOn::FreshThread`], so its own threads keep cookie 0.
+pub fn run_relaying_on<K: CoreSched>(
+    decision: &Decision,
+    config: &Config,
+    paths: &Paths<'_>,
+    kernel: &K,
+    on: RelayOn,
 ) -> Result<Done, HookError> {
     if let Some(problem) = &decision.invalid {
         let err = HookError::InvalidAnnotation { id: decision.container_id.clone(), problem: problem.clone() };
@@ -213,8 +224,16 @@ pub fn run<K: CoreSched>(
                 return Ok(Done::Forgot(None));
             }
             let id = decision.container_id.as_str();
-            with_store(&dir, config, None, |e, _| e.forget(id).map_err(|source| engine_err(id, source)), paths, kernel)
-                .map(Done::Forgot)
+            with_store(
+                &dir,
+                config,
+                None,
+                |e, _| e.forget(id).map_err(|source| engine_err(id, source)),
+                paths,
+                kernel,
+                on,
+            )
+            .map(Done::Forgot)
         }
         Action::Clear | Action::Ensure => {
             kernel.probe().map_err(|e| {
@@ -238,6 +257,7 @@ pub fn run<K: CoreSched>(
                     |e, _| e.clear(id, pid).map_err(|s| engine_err(id, s)),
                     paths,
                     kernel,
+                    on,
                 )
                 .map(Done::Cleared);
             }
@@ -286,6 +306,7 @@ pub fn run<K: CoreSched>(
                 },
                 paths,
                 kernel,
+                on,
             )
         }
     }
@@ -327,6 +348,7 @@ fn with_store<K: CoreSched, T>(
     f: impl Fn(&Engine<'_, K>, &Store) -> Result<T, HookError>,
     paths: &Paths<'_>,
     kernel: &K,
+    on: RelayOn,
 ) -> Result<T, HookError> {
     let _lock = dir.lock(config.lock_timeout())?;
     crate::fault::point("after_lock");
@@ -339,7 +361,7 @@ fn with_store<K: CoreSched, T>(
     }
     for attempt in 0..2 {
         let result: Result<T, HookError> = store.transaction(|s| {
-            let v = f(&Engine::in_hook(kernel, paths.proc, s), s)?;
+            let v = f(&Engine::relaying_on(kernel, paths.proc, s, on), s)?;
             crate::fault::point("before_commit");
             crate::timing::mark("cache writes");
             Ok(v)

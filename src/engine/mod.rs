@@ -12,7 +12,7 @@ use crate::procfs::Pid;
 mod relay;
 
 use relay::RelayError;
-pub use relay::{Adopted, Adoption, Relay};
+pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::procfs::{ProcFs, TaskId};
@@ -151,13 +151,13 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     /// An engine that relays each share through a fresh thread; the caller holds the lock on
     /// `store`.
     pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
-        Self { kernel, relay: Relay::new(kernel, proc), store }
+        Self::relaying_on(kernel, proc, store, RelayOn::FreshThread)
     }
 
-    /// The hook's engine: shares are relayed by the calling thread ([`Relay::on_calling_thread`]),
-    /// because the process exits after this one operation.
-    pub fn in_hook(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
-        Self { kernel, relay: Relay::on_calling_thread(kernel, proc), store }
+    /// An engine whose shares are relayed on the thread `on` says ([`RelayOn::CallingThread`]
+    /// in the hook, which exits after this one operation).
+    pub fn relaying_on(kernel: &'a K, proc: &'a ProcFs, store: &'a Store, on: RelayOn) -> Self {
+        Self { kernel, relay: Relay::on(kernel, proc, on), store }
     }
 
     /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.

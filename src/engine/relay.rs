@@ -6,7 +6,7 @@
 //!
 //! The relay thread is a fresh one per share in long-running commands, whose own threads must
 //! keep cookie 0. A hook process exits right after its one ensure and nothing runs on its behalf
-//! afterwards, so there the calling thread relays ([`Relay::on_calling_thread`]): it then holds
+//! afterwards, so there the calling thread relays ([`RelayOn::CallingThread`]): it then holds
 //! the group's cookie for the rest of its short life, which only restricts where the hook itself
 //! may run. Each share still pulls before it pushes and checks what it pulled.
 
@@ -20,19 +20,28 @@ use super::{EngineError, kerr};
 pub struct Relay<'a, K: CoreSched> {
     kernel: &'a K,
     proc: &'a ProcFs,
-    calling_thread: bool,
+    on: RelayOn,
+}
+
+/// Which thread relays a share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayOn {
+    /// The calling thread, which keeps the last cookie it relayed: only for a process that exits
+    /// after its work (the hook).
+    CallingThread,
+    /// A fresh thread per share: the calling thread keeps its cookie (long-running commands).
+    FreshThread,
 }
 
 impl<'a, K: CoreSched> Relay<'a, K> {
     /// A relay over `kernel` and `proc` that shares through a fresh thread each time.
     pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
-        Self { kernel, proc, calling_thread: false }
+        Self::on(kernel, proc, RelayOn::FreshThread)
     }
 
-    /// A relay that shares through the calling thread, which keeps the last cookie it relayed:
-    /// only for a process that exits after its work (the hook).
-    pub fn on_calling_thread(kernel: &'a K, proc: &'a ProcFs) -> Self {
-        Self { kernel, proc, calling_thread: true }
+    /// A relay over `kernel` and `proc` that shares on the thread `on` says.
+    pub fn on(kernel: &'a K, proc: &'a ProcFs, on: RelayOn) -> Self {
+        Self { kernel, proc, on }
     }
 
     pub(crate) fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
@@ -89,11 +98,10 @@ impl<'a, K: CoreSched> Relay<'a, K> {
             }
             Ok(())
         };
-        if self.calling_thread {
-            relay()?;
-        } else {
-            std::thread::scope(|s| s.spawn(relay).join())
-                .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))?;
+        match self.on {
+            RelayOn::CallingThread => relay()?,
+            RelayOn::FreshThread => std::thread::scope(|s| s.spawn(relay).join())
+                .unwrap_or(Err(RelayError::Engine(EngineError::RelayPanicked)))?,
         }
         for (_, pid) in targets {
             self.verify(*pid, Some(cookie)).map_err(RelayError::Engine)?;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::procfs::ProcFs;
 
 use crate::config::Config;
+use crate::engine::RelayOn;
 use crate::hook::{self, Done, Paths};
 use crate::kernel::CoreSched;
 use crate::policy::{self, Action, Lifecycle};
@@ -121,15 +122,8 @@ pub fn catch_up<K: CoreSched>(
             continue;
         }
         let group = decision.group.as_deref().unwrap_or("-");
-        // hook::run relays shares on the calling thread and leaves it holding the cookie: on a
-        // thread of its own, so the plugin's threads keep cookie 0.
-        let done = std::thread::scope(|t| {
-            t.spawn(|| hook::run(&decision, config, paths, kernel)).join().unwrap_or(Err(hook::HookError::Engine {
-                id: c.id.clone(),
-                source: crate::engine::EngineError::RelayPanicked,
-            }))
-        });
-        match done {
+        // A long-running process: its threads keep cookie 0, so each share gets a fresh thread.
+        match hook::run_relaying_on(&decision, config, paths, kernel, RelayOn::FreshThread) {
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
                 if matches!(o.via, crate::engine::Via::AlreadySet) =>
             {
