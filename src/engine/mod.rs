@@ -203,9 +203,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             return Ok(None);
         }
         crate::timing::mark("own row + GET (repeat run)");
-        if let Err(e) = self.store.count(&req.group, true) {
-            log::warn!("failed to count the ensure of container {} in group {}: {e}", req.container_id, req.group);
-        }
+        self.count_ok(req);
         Ok(Some(EnsureOutcome {
             cookie: current,
             via: Via::AlreadySet,
@@ -213,6 +211,13 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             dropped: Vec::new(),
             left: None,
         }))
+    }
+
+    /// Counts a successful ensure of `req`'s group (best effort: the cookie is set and recorded).
+    fn count_ok(&self, req: &EnsureRequest) {
+        if let Err(e) = self.store.count(&req.group, true) {
+            log::warn!("failed to count the ensure of container {} in group {}: {e}", req.container_id, req.group);
+        }
     }
 
     /// Gives the container's init its group's cookie (idempotent).
@@ -316,9 +321,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             {
                 log::warn!("failed to drop group {old} after container {} left it: {e}", req.container_id);
             }
-            if let Err(e) = self.store.count(&req.group, true) {
-                log::warn!("failed to count the ensure of container {} in group {}: {e}", req.container_id, req.group);
-            }
+            self.count_ok(req);
             return Ok(EnsureOutcome { cookie, via, converged, dropped, left });
         }
         Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })
