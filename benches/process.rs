@@ -340,6 +340,11 @@ impl Measured {
     }
 }
 
+/// `/bin/true` spawned as `inv` is, with the same stdin.
+fn true_like(inv: &Invocation) -> Invocation {
+    Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None }
+}
+
 /// The share (or create) path: each timed run is a new container (a fresh `sleep`) joining
 /// `group`; it is then stopped (untimed poststop) so the group keeps its `LIVE` members.
 /// `fresh_group`: each run names a new group, so the hook creates a cookie instead.
@@ -355,9 +360,7 @@ fn measure_path(w: &World, group: &str, fresh_group: bool, runs: usize, config: 
         if let Some(c) = config {
             inv = w.hook_inv(c, inv.stdin.clone());
         }
-        let truth =
-            Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
-        m.run_pair(&truth, &inv, i, i >= warmup);
+        m.run_pair(&true_like(&inv), &inv, i, i >= warmup);
         w.must(&w.stop(&id, &g));
         sleepers.kill(pid);
     }
@@ -380,9 +383,7 @@ fn measure_lifecycle(w: &World, group: &str, runs: usize) -> [Measured; 3] {
                 // The runtime runs poststop once the container has exited.
                 sleepers.kill(pid);
             }
-            let truth =
-                Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
-            m[k].run_pair(&truth, inv, i, i >= warmup);
+            m[k].run_pair(&true_like(inv), inv, i, i >= warmup);
         }
     }
     m
@@ -403,9 +404,7 @@ fn measure_poststop(w: &World, group: &str, last: bool, runs: usize) -> Measured
             sleepers.kill(pid);
         }
         let inv = w.stop(&id, &g);
-        let truth =
-            Invocation { program: TRUE.into(), args: vec![], env: vec![], stdin: inv.stdin.clone(), stderr: None };
-        m.run_pair(&truth, &inv, i, i >= warmup);
+        m.run_pair(&true_like(&inv), &inv, i, i >= warmup);
     }
     m
 }
