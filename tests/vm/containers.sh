@@ -2,9 +2,10 @@
 # The caller has `cd`'d to the repository root and set `set -euo pipefail`; E2E_NAME (default
 # `e2e`) prefixes error messages and the work directory /tmp/och-$E2E_NAME.XXXXXX.
 #
-# Defines: BIN WORK ROOTFS STATE OUT RUNC CRUN, the pass/fail counters, ok bad started check,
-# write_config bundle start pid_of cookie_of_pid cookie self_cookie stop cached_ids, an EXIT trap
-# that deletes every container started, and $WORK/config.toml (debug log to $WORK/hook.log).
+# Defines: BIN WORK ROOTFS STATE OUT RUNC CRUN, RT (id -> the runtime that started it), the
+# pass/fail counters, ok bad started check, write_config bundle json_str start pid_of cookie_of_pid
+# cookie self_cookie stop cached_ids, an EXIT trap that deletes every container started, and
+# $WORK/config.toml (debug log to $WORK/hook.log).
 # shellcheck shell=bash disable=SC2034
 E2E_NAME=${E2E_NAME:-e2e}
 BIN=${OCH_BIN:-$PWD/target/debug/oci-coresched-hook}
@@ -37,10 +38,15 @@ check() { # check DESCRIPTION COMMAND...
     if "$@"; then ok "$what"; else bad "$what"; fi
 }
 
+declare -A RT # id -> the runtime that started it
 cleanup() {
+    local id
     for id in "${ids[@]}"; do
-        "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true
-        "${CRUN[@]}" delete -f "$id" >/dev/null 2>&1 || true
+        if [[ ${RT[$id]:-runc} == crun ]]; then
+            "${CRUN[@]}" delete -f "$id" >/dev/null 2>&1 || true
+        else
+            "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true
+        fi
     done
 }
 trap cleanup EXIT
@@ -50,72 +56,77 @@ write_config() { # write_config FILE [EXTRA_TOML]
 }
 write_config "$WORK/config.toml"
 
+# Every process start is slow under TCG (a python3 start costs seconds there), so the helpers
+# below start as few as they can: one `runc spec` and one jq for the template here, one jq per
+# bundle, JSON fields read with bash's own regex matching.
+mkdir -p "$WORK/template"
+(cd "$WORK/template" && runc spec)
+# The first thing the container does: read its own cookie (pid 1 in its pid namespace).
+jq --arg rootfs "$ROOTFS" --arg bin "$BIN" '
+    .root = {path: $rootfs, readonly: true}
+    | .process.terminal = false
+    | .process.args = ["/bin/sh", "-c", "/och --log-level off inspect 1 --json > /tmp/self.json; exec sleep 86400"]
+    | .mounts += [
+        {destination: "/usr", type: "bind", source: "/usr", options: ["rbind", "ro"]},
+        {destination: "/och", type: "bind", source: $bin, options: ["bind", "ro"]}]
+    | del(.linux.cgroupsPath)' "$WORK/template/config.json" >"$WORK/config.template.json"
+
 # bundle ID RUNTIME CONFIG STATEDIR ANNOTATIONS_JSON [CGROUPS_PATH]: a bundle whose init first
 # reads its own cookie; without CGROUPS_PATH the runtime picks the container's cgroup.
 bundle() {
     local id=$1 cfg=$3 state=$4 ann=$5 cgpath=${6:-} dir=$WORK/bundles/$1
-    mkdir -p "$dir"
-    (cd "$dir" && runc spec)
-    python3 - "$dir/config.json" "$id" "$BIN" "$cfg" "$state" "$ann" "$OUT" "$ROOTFS" "$cgpath" <<'PY'
-import json, sys
-path, cid, binary, cfg, state, ann, out, rootfs, cgpath = sys.argv[1:]
-c = json.load(open(path))
-c["root"] = {"path": rootfs, "readonly": True}
-c["process"]["terminal"] = False
-# The first thing the container does: read its own cookie (pid 1 in its pid namespace).
-c["process"]["args"] = ["/bin/sh", "-c", "/och --log-level off inspect 1 --json > /tmp/self.json; exec sleep 86400"]
-c["mounts"] += [
-    {"destination": "/tmp", "type": "bind", "source": f"{out}/{cid}", "options": ["rbind", "rw"]},
-    {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
-    {"destination": "/och", "type": "bind", "source": binary, "options": ["bind", "ro"]},
-]
-c["annotations"] = json.loads(ann)
-hook = lambda stage: [{"path": binary, "args": ["oci-coresched-hook", "--config", cfg, "--state-dir", state, "hook", "--stage", stage], "timeout": 30}]
-c["hooks"] = {s: hook(s) for s in ("createRuntime", "poststart", "poststop")}
-c["linux"].pop("cgroupsPath", None)
-if cgpath:
-    c["linux"]["cgroupsPath"] = cgpath
-json.dump(c, open(path, "w"), indent=1)
-PY
-    mkdir -p "$OUT/$id"
+    mkdir -p "$dir" "$OUT/$id"
+    jq --arg out "$OUT/$id" --argjson ann "$ann" --arg bin "$BIN" --arg cfg "$cfg" --arg state "$state" \
+        --arg cgpath "$cgpath" '
+        .mounts += [{destination: "/tmp", type: "bind", source: $out, options: ["rbind", "rw"]}]
+        | .annotations = $ann
+        | .hooks = (reduce ("createRuntime", "poststart", "poststop") as $s ({};
+            .[$s] = [{path: $bin, timeout: 30,
+                      args: ["oci-coresched-hook", "--config", $cfg, "--state-dir", $state, "hook", "--stage", $s]}]))
+        | if $cgpath != "" then .linux.cgroupsPath = $cgpath else . end' \
+        "$WORK/config.template.json" >"$dir/config.json"
 }
 
-# start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR] [CGROUPS_PATH]: run detached; 0 when
-# it started.
+# json_str KEY JSON: the first string value of "KEY" in JSON (enough for the flat fields read here).
+json_str() {
+    [[ $2 =~ \"$1\":[[:space:]]*\"([^\"]*)\" ]] && echo "${BASH_REMATCH[1]}"
+}
+
+# start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR] [CGROUPS_PATH]: run detached, the init's
+# pid into $WORK/ID.pid; 0 when it started.
 start() {
     local id=$1 ann=$2 rt=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE} cgpath=${6:-}
+    local -a R=("${RUNC[@]}")
+    [[ $rt == crun ]] && R=("${CRUN[@]}")
     ids+=("$id")
+    RT[$id]=$rt
     bundle "$id" "$rt" "$cfg" "$state" "$ann" "$cgpath"
-    if [[ $rt == crun ]]; then
-        "${CRUN[@]}" run -d --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
-    else
-        "${RUNC[@]}" run -d --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
-    fi
+    "${R[@]}" run -d --pid-file "$WORK/$id.pid" --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
 }
 
-pid_of() { # pid_of ID [runc|crun]
-    local rt=${2:-runc}
-    if [[ $rt == crun ]]; then "${CRUN[@]}" state "$1"; else "${RUNC[@]}" state "$1"; fi |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])'
+pid_of() { # pid_of ID: the init's pid, from the --pid-file the runtime wrote at start (no newline)
+    local p
+    p=$(<"$WORK/$1.pid") && echo "$p"
 }
 
-cookie_of_pid() { "$BIN" --log-level off --state-dir "$STATE" inspect "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cookie"])'; }
-cookie() { cookie_of_pid "$(pid_of "$@")"; }
+cookie_of_pid() { json_str cookie "$("$BIN" --log-level off --state-dir "$STATE" inspect "$1" --json)"; }
+cookie() { cookie_of_pid "$(pid_of "$1")"; }
 
 self_cookie() { # the cookie the container read as its first action
     local f=$OUT/$1/self.json
     for _ in $(seq 100); do [[ -s $f ]] && break; sleep 0.1; done
-    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cookie"])' "$f" 2>/dev/null || echo missing
+    json_str cookie "$(cat "$f" 2>/dev/null)" || echo missing
 }
 
 stop() { # stop ID [runc|crun]: kill, wait, delete (poststop runs at delete)
     local rt=${2:-runc}
-    local -a R=("${RUNC[@]}"); [[ $rt == crun ]] && R=("${CRUN[@]}")
+    local -a R=("${RUNC[@]}")
+    [[ $rt == crun ]] && R=("${CRUN[@]}")
     "${R[@]}" kill "$1" KILL >/dev/null 2>&1 || true
     for _ in $(seq 50); do "${R[@]}" state "$1" 2>/dev/null | grep -q '"stopped"' && break; sleep 0.1; done
     "${R[@]}" delete "$1" >/dev/null 2>&1
 }
 
-cached_ids() { "$BIN" --log-level off --state-dir "$STATE" list --json | python3 -c '
-import json,sys
-print(" ".join(sorted(m["id"] for g in json.load(sys.stdin) for m in g["members"])))'; }
+cached_ids() {
+    "$BIN" --log-level off --state-dir "$STATE" list --json | jq -r '[.[].members[].id] | sort | join(" ")'
+}

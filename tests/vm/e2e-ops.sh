@@ -41,15 +41,9 @@ exec_pid() {
 # member_field ID FIELD: a member's field (or its group, for FIELD=group) from the `list --json`
 # saved in $WORK/list.json (one listing for many checks: every binary start is slow under TCG).
 member_field() {
-    python3 -c '
-import json, sys
-cid, field, path = sys.argv[1:]
-for g in json.load(open(path)):
-    for m in g["members"]:
-        if m["id"] == cid:
-            print(g["group"] if field == "group" else m.get(field))
-            sys.exit(0)
-print("absent")' "$1" "$2" "$WORK/list.json"
+    jq -r --arg id "$1" --arg field "$2" '[.[] | .group as $g | .members[] | select(.id == $id)
+        | if $field == "group" then $g else .[$field] end] | if length > 0 then .[0] | tostring else "absent" end' \
+        "$WORK/list.json"
 }
 
 web_a='{"oci-coresched-hook/group":"web","io.kubernetes.pod.namespace":"tenant-a"}'

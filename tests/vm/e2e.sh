@@ -31,9 +31,8 @@ check "t1 (same group name, other namespace) has another cookie" test "$t1" != "
 # run from the field tier's Debian 13 root, must agree with inspect on every container.
 if [[ -x ${OCH_TRIXIE_ROOT:-}/usr/bin/coresched ]]; then
     for id in a1 a2 b1 t1; do
-        p=$(pid_of "$id")
-        theirs=$(chroot "$OCH_TRIXIE_ROOT" /usr/bin/coresched get -s "$p" 2>&1)
-        check "coresched agrees with inspect on $id ($theirs)" test "${theirs##* is }" = "$(cookie "$id")"
+        theirs=$(chroot "$OCH_TRIXIE_ROOT" /usr/bin/coresched get -s "$(pid_of "$id")" 2>&1)
+        check "coresched agrees with inspect on $id ($theirs)" test "${theirs##* is }" = "${!id}"
     done
 else
     bad "util-linux coresched not found in the Debian 13 root (OCH_TRIXIE_ROOT=${OCH_TRIXIE_ROOT:-unset})"
@@ -51,7 +50,7 @@ check "x1 (exclusive) has a unique cookie" test "$x1" != 0x0 -a "$x1" != "$a1" -
 
 if command -v crun >/dev/null && start c1 "$web_a" crun; then
     ok "crun starts c1 (tenant-a/web)"
-    check "c1 under crun joins runc's a1/a2 cookie" test "$(cookie c1 crun)" = "$a1"
+    check "c1 under crun joins runc's a1/a2 cookie" test "$(cookie c1)" = "$a1"
     check "c1's first action saw the group's cookie" test "$(self_cookie c1)" = "$a1"
     stop c1 crun
     check "crun poststop removed c1 from the cache" bash -c "! grep -qw c1 <<<'$(cached_ids)'"
@@ -101,9 +100,10 @@ trap idle_cleanup EXIT
 # start_nocpu ID CONFIG: crun, no cgroup manager, run from $nocpu/leaf; 0 when it started.
 start_nocpu() {
     ids+=("$1")
+    RT[$1]=crun
     bundle "$1" crun "$2" "$STATE" "$be_batch"
     (echo "$BASHPID" >"$nocpu/leaf/cgroup.procs" &&
-        exec "${CRUN[@]}" --cgroup-manager=disabled run -d --bundle "$WORK/bundles/$1" "$1") \
+        exec "${CRUN[@]}" --cgroup-manager=disabled run -d --pid-file "$WORK/$1.pid" --bundle "$WORK/bundles/$1" "$1") \
         </dev/null >"$WORK/$1.out" 2>&1
 }
 idle_failures() {
@@ -117,15 +117,15 @@ before=$(idle_failures)
 if start_nocpu i1 "$WORK/idle.toml"; then ok "crun starts i1 (BE, sched_idle) in a cgroup without cpu.idle"; else
     bad "crun starts i1 (BE, sched_idle) in a cgroup without cpu.idle"; sed 's/^/#   /' "$WORK/i1.out"; fi
 check "i1's init is in $nocpu/leaf, which has no cpu.idle" bash -c \
-    "grep -qx '0::/och-e2e-nocpu/leaf' /proc/$(pid_of i1 crun)/cgroup && test ! -e $nocpu/leaf/cpu.idle"
+    "grep -qx '0::/och-e2e-nocpu/leaf' /proc/$(pid_of i1)/cgroup && test ! -e $nocpu/leaf/cpu.idle"
 check "the hook logged i1's cpu.idle failure" \
     grep -q "WARN oci-coresched-hook\[[0-9]*\]: container i1: failed to set cpu.idle" "$WORK/hook.log"
-i1=$(cookie i1 crun)
+i1=$(cookie i1)
 check "i1 has a cookie ($i1)" test "$i1" != 0x0
 check "i1 stays in the cache after its cpu.idle failure" bash -c "grep -qw i1 <<<'$(cached_ids)'"
 if start_nocpu i2 "$WORK/idle.toml"; then ok "crun starts i2 (BE, sched_idle) in a cgroup without cpu.idle"; else
     bad "crun starts i2 (BE, sched_idle) in a cgroup without cpu.idle"; sed 's/^/#   /' "$WORK/i2.out"; fi
-check "i2 shares i1's cookie instead of creating a second one" test "$(cookie i2 crun)" = "$i1"
+check "i2 shares i1's cookie instead of creating a second one" test "$(cookie i2)" = "$i1"
 check "i2's first action saw i1's cookie" test "$(self_cookie i2)" = "$i1"
 check "list shows i1 and i2 live in tenant-a/batch" bash -c "'$BIN' --log-level off --state-dir '$STATE' list |
     grep -E '^tenant-a/batch +(i1|i2) ' | grep -c ' yes ' | grep -qx 2"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tier 3: the real-kernel VM. Builds the hook and the library's test binary on the host, boots the
-# CONFIG_SCHED_CORE guest (tests/vm/vm.sh, kernel cached outside the clone) and runs inside it:
+# CONFIG_SCHED_CORE guest (tests/vm/vm.sh, kernel cached outside the clone) and runs inside it
+# (tests/vm/tier-guest.sh, which prints the time of each part):
 #   1. the cookie scenario suite against prctl (src/scenarios, the `linux` half, --ignored here);
 #   2. tests/vm/e2e.sh: real runc and crun containers with the hook, cookies read back with GET;
 #   3. tests/vm/stress.sh: 200 concurrent hooks over 10 groups against the real kernel;
@@ -29,13 +30,5 @@ for line in sys.stdin:
 
 start=$(date +%s)
 tests/vm/vm.sh run --timeout "${OCH_VM_TIER_TIMEOUT:-1800}" --env "OCH_TRIXIE_ROOT=$TRIXIE_ROOT" \
-    --env "OCH_BIN=$HOOK" -- sh -c "
-    echo '== scenario suite on the real kernel'
-    '$LIBTEST' --ignored --test-threads=2 scenarios::linux || exit 1
-    echo '== end-to-end with runc and crun'
-    tests/vm/e2e.sh || exit 1
-    echo '== concurrency stress on the real kernel (200 hooks)'
-    tests/vm/stress.sh || exit 1
-    echo '== operations: reconcile and rebuild'
-    tests/vm/e2e-ops.sh"
+    --env "OCH_BIN=$HOOK" -- tests/vm/tier-guest.sh "$LIBTEST"
 echo "tier.sh: VM tier passed in $(($(date +%s) - start)) s"
