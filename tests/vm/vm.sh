@@ -131,6 +131,8 @@ readonly DEPS=(
     "qemu-system-x86:/usr/bin/$QEMU"
     "busybox-static:$BUSYBOX"
     "runc:/usr/sbin/runc"
+    "crun:/usr/bin/crun"
+    "jq:/usr/bin/jq"
     "python3:/usr/bin/python3"
     "debootstrap:/usr/sbin/debootstrap"
 )
