@@ -3,9 +3,9 @@
 # `e2e`) prefixes error messages and the work directory /tmp/och-$E2E_NAME.XXXXXX.
 #
 # Defines: BIN WORK ROOTFS STATE OUT RUNC CRUN, RT (id -> the runtime that started it), the
-# pass/fail counters, ok bad started check, write_config bundle json_str start pid_of cookie_of_pid
-# cookie self_cookie stop cached_ids, an EXIT trap that deletes every container started, and
-# $WORK/config.toml (debug log to $WORK/hook.log).
+# pass/fail counters, ok bad started check, rt write_config bundle json_str start pid_of
+# cookie_of_pid cookie self_cookie stop cached_ids, an EXIT trap that deletes every container
+# started, and $WORK/config.toml (debug log to $WORK/hook.log).
 # shellcheck shell=bash disable=SC2034
 E2E_NAME=${E2E_NAME:-e2e}
 BIN=${OCH_BIN:-$PWD/target/debug/oci-coresched-hook}
@@ -39,15 +39,15 @@ check() { # check DESCRIPTION COMMAND...
 }
 
 declare -A RT # id -> the runtime that started it
+# rt ID ARGS...: the runtime that started container ID (runc unless RT says crun), with ARGS.
+rt() {
+    local id=$1
+    shift
+    if [[ ${RT[$id]:-runc} == crun ]]; then "${CRUN[@]}" "$@"; else "${RUNC[@]}" "$@"; fi
+}
 cleanup() {
     local id
-    for id in "${ids[@]}"; do
-        if [[ ${RT[$id]:-runc} == crun ]]; then
-            "${CRUN[@]}" delete -f "$id" >/dev/null 2>&1 || true
-        else
-            "${RUNC[@]}" delete -f "$id" >/dev/null 2>&1 || true
-        fi
-    done
+    for id in "${ids[@]}"; do rt "$id" delete -f "$id" >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
 
@@ -95,13 +95,11 @@ json_str() {
 # start ID ANNOTATIONS_JSON [runc|crun] [CONFIG] [STATEDIR] [CGROUPS_PATH]: run detached, the init's
 # pid into $WORK/ID.pid; 0 when it started.
 start() {
-    local id=$1 ann=$2 rt=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE} cgpath=${6:-}
-    local -a R=("${RUNC[@]}")
-    [[ $rt == crun ]] && R=("${CRUN[@]}")
+    local id=$1 ann=$2 runtime=${3:-runc} cfg=${4:-$WORK/config.toml} state=${5:-$STATE} cgpath=${6:-}
     ids+=("$id")
-    RT[$id]=$rt
-    bundle "$id" "$rt" "$cfg" "$state" "$ann" "$cgpath"
-    "${R[@]}" run -d --pid-file "$WORK/$id.pid" --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
+    RT[$id]=$runtime
+    bundle "$id" "$runtime" "$cfg" "$state" "$ann" "$cgpath"
+    rt "$id" run -d --pid-file "$WORK/$id.pid" --bundle "$WORK/bundles/$id" "$id" </dev/null >"$WORK/$id.out" 2>&1
 }
 
 pid_of() { # pid_of ID: the init's pid, from the --pid-file the runtime wrote at start (no newline)
@@ -118,13 +116,10 @@ self_cookie() { # the cookie the container read as its first action
     json_str cookie "$(cat "$f" 2>/dev/null)" || echo missing
 }
 
-stop() { # stop ID [runc|crun]: kill, wait, delete (poststop runs at delete)
-    local rt=${2:-runc}
-    local -a R=("${RUNC[@]}")
-    [[ $rt == crun ]] && R=("${CRUN[@]}")
-    "${R[@]}" kill "$1" KILL >/dev/null 2>&1 || true
-    for _ in $(seq 50); do "${R[@]}" state "$1" 2>/dev/null | grep -q '"stopped"' && break; sleep 0.1; done
-    "${R[@]}" delete "$1" >/dev/null 2>&1
+stop() { # stop ID: kill, wait, delete (poststop runs at delete), with the runtime that started it
+    rt "$1" kill "$1" KILL >/dev/null 2>&1 || true
+    for _ in $(seq 50); do rt "$1" state "$1" 2>/dev/null | grep -q '"stopped"' && break; sleep 0.1; done
+    rt "$1" delete "$1" >/dev/null 2>&1
 }
 
 cached_ids() {

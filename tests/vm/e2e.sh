@@ -52,7 +52,7 @@ if command -v crun >/dev/null && start c1 "$web_a" crun; then
     ok "crun starts c1 (tenant-a/web)"
     check "c1 under crun joins runc's a1/a2 cookie" test "$(cookie c1)" = "$a1"
     check "c1's first action saw the group's cookie" test "$(self_cookie c1)" = "$a1"
-    stop c1 crun
+    stop c1
     check "crun poststop removed c1 from the cache" bash -c "! grep -qw c1 <<<'$(cached_ids)'"
 else
     bad "crun starts c1 (tenant-a/web): $(cat "$WORK/c1.out" 2>/dev/null)"
@@ -140,8 +140,8 @@ fi
 check "i3's process never ran" test ! -e "$OUT/i3/self.json"
 check "the hook logged i3's cpu.idle failure as an error" \
     grep -q "ERROR oci-coresched-hook\[[0-9]*\]: container i3: failed to set cpu.idle" "$WORK/hook.log"
-stop i1 crun
-stop i2 crun
+stop i1
+stop i2
 
 echo "# hook log: $(grep -c decision "$WORK/hook.log") decisions, $(grep -ciE ' (warn|error) ' "$WORK/hook.log") warnings/errors"
 if ((fail)); then
