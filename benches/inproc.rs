@@ -6,20 +6,21 @@
 //!
 //! Run: `cargo bench --features fake-kernel --bench inproc` (part of `make bench`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use oci_coresched_hook::config::Config;
 use oci_coresched_hook::engine::{Engine, EnsureRequest};
-use oci_coresched_hook::hook::{self, Paths};
+use oci_coresched_hook::hook;
 use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::state;
 use oci_coresched_hook::statedir::StateDir;
 use oci_coresched_hook::store::{Labels, Store};
+use oci_coresched_hook::system::System;
 
 const RUNC_STATE: &[u8] = include_bytes!("../tests/fixtures/states/runc-createRuntime.json");
 const RUNC_SPEC: &str = include_str!("../tests/fixtures/states/runc-config.json");
@@ -95,10 +96,15 @@ fn benches(c: &mut Criterion) {
     let state_dir = tmp.path().join("state");
     let proc = ProcFs::default();
     let kernel = FakeKernel::new(ProcFs::default());
-    let paths = Paths { state_dir: &state_dir, proc: &proc, cgroup_root: Path::new("/sys/fs/cgroup") };
+    let sys = System {
+        kernel: &kernel,
+        proc: proc.clone(),
+        cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+        state_dir: state_dir.clone(),
+    };
     for (i, &pid) in members.iter().enumerate() {
         let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
-        hook::run(&d, &config, &paths, &kernel).unwrap();
+        hook::run(&d, &config, &sys).unwrap();
     }
     let dir = StateDir::open(&state_dir).unwrap();
 
@@ -130,7 +136,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("hook::run share path (10 live), fake kernel in memory", |b| {
         b.iter_batched(
             || kernel.force(target, 0),
-            |()| hook::run(&decision, &config, &paths, &kernel).unwrap(),
+            |()| hook::run(&decision, &config, &sys).unwrap(),
             BatchSize::PerIteration,
         )
     });
@@ -143,15 +149,20 @@ fn benches(c: &mut Criterion) {
     }
     // Re-seed the group so its cookies live in the shared kernel.
     let shared_dir = tmp.path().join("state-shared");
-    let spaths = Paths { state_dir: &shared_dir, proc: &proc, cgroup_root: Path::new("/sys/fs/cgroup") };
+    let shared_sys = System {
+        kernel: &shared,
+        proc: proc.clone(),
+        cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+        state_dir: shared_dir.clone(),
+    };
     for (i, &pid) in members.iter().enumerate() {
         let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
-        hook::run(&d, &config, &spaths, &shared).unwrap();
+        hook::run(&d, &config, &shared_sys).unwrap();
     }
     c.bench_function("hook::run share path (10 live), fake kernel through its shared file", |b| {
         b.iter_batched(
             || shared.force(target, 0),
-            |()| hook::run(&decision, &config, &spaths, &shared).unwrap(),
+            |()| hook::run(&decision, &config, &shared_sys).unwrap(),
             BatchSize::PerIteration,
         )
     });

@@ -10,13 +10,13 @@ use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
 use crate::exit_codes::ExitCode;
-use crate::hook::{self, Done, Paths};
-use crate::kernel::{self, CookieHex};
+use crate::hook::{self, Done};
+use crate::kernel::CookieHex;
 use crate::logging;
 use crate::policy::Action;
-use crate::procfs::ProcFs;
 use crate::state::{self, State};
 use crate::statedir_choice::{self, ThisProcess};
+use crate::system::{Surroundings, System};
 
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
@@ -94,19 +94,19 @@ fn run_command(cli: Cli) -> ExitCode {
         other => other,
     };
     match &cli.command {
-        Command::Inspect { pid, json } => in_state_dir(&cli, |d| commands::inspect(d, &config, *pid, *json)),
-        Command::List { json } => in_state_dir(&cli, |d| commands::list(d, &config, *json)),
-        Command::Gc { json } => in_state_dir(&cli, |d| commands::gc(d, &config, *json)),
+        Command::Inspect { pid, json } => in_system(&cli, |sys| commands::inspect(&sys, &config, *pid, *json)),
+        Command::List { json } => in_system(&cli, |sys| commands::list(&sys, &config, *json)),
+        Command::Gc { json } => in_system(&cli, |sys| commands::gc(&sys, &config, *json)),
         Command::Reconcile { follow: true, interval, .. } => {
-            in_state_dir(&cli, |d| commands::follow(d, &config, *interval))
+            in_system(&cli, |sys| commands::follow(&sys, &config, *interval))
         }
         Command::Reconcile { dry_run, once: _, interval, follow: false, json } => {
-            in_state_dir(&cli, |d| commands::reconcile(d, &config, *dry_run, *interval, *json))
+            in_system(&cli, |sys| commands::reconcile(&sys, &config, *dry_run, *interval, *json))
         }
         Command::Rebuild { runc_root, crun_root, json } => {
-            in_state_dir(&cli, |d| commands::rebuild(d, &config, runc_root, crun_root, *json))
+            in_system(&cli, |sys| commands::rebuild(&sys, &config, runc_root, crun_root, *json))
         }
-        Command::Metrics { output } => in_state_dir(&cli, |d| commands::metrics(d, &config, output.as_ref())),
+        Command::Metrics { output } => in_system(&cli, |sys| commands::metrics(&sys, &config, output.as_ref())),
         Command::Nri { socket, plugin_name, plugin_index, hook_path, once } => in_state_dir(&cli, |d| {
             let opts = crate::nri::Options {
                 socket: socket.clone(),
@@ -114,7 +114,7 @@ fn run_command(cli: Cli) -> ExitCode {
                 plugin_index: plugin_index.clone(),
                 hook_path: hook_path.clone(),
                 once: *once,
-                state_dir: d.to_path_buf(),
+                surroundings: Surroundings::of_this_process(d.to_path_buf()),
             };
             Ok(crate::nri::run(&opts, &config)?)
         }),
@@ -189,10 +189,8 @@ fn run_hook(
             return fail(config, err);
         }
     };
-    let proc = ProcFs::default();
-    let cgroup_root = crate::cgroup::root();
-    let paths = Paths { state_dir: &state_dir, proc: &proc, cgroup_root: &cgroup_root };
-    let result = hook::run(&decision, config, &paths, &kernel::system());
+    let sys = System::new(Surroundings::of_this_process(state_dir));
+    let result = hook::run(&decision, config, &sys);
     crate::timing::mark("cache close + unlock");
     match result {
         Ok(done) => {
@@ -293,6 +291,11 @@ fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitC
             .map_err(anyhow::Error::from)
             .and_then(|d| f(&d)),
     )
+}
+
+/// [`in_state_dir`] with the [`System`] built over that state dir.
+fn in_system(cli: &Cli, f: impl FnOnce(System) -> anyhow::Result<()>) -> ExitCode {
+    in_state_dir(cli, |d| f(System::new(Surroundings::of_this_process(d.to_path_buf()))))
 }
 
 fn finish(r: anyhow::Result<()>) -> ExitCode {

@@ -45,15 +45,19 @@ pub fn host_root(proc: &ProcFs, mount: &Path) -> Result<Option<String>, CgroupNs
             .map_err(|e| CgroupNsError::Proc(proc.root().join(pid.to_string()).join("cgroup"), e))
             .map(Option::unwrap_or_default)
     };
+    // The namespace links say it when pid 1's is readable (CAP_SYS_PTRACE); otherwise a `..` in
+    // pid 1's cgroup does. The links come first: they settle the common case (the hook, run by
+    // the runtime in the host's namespace) without reading a file.
+    let links = (link("self"), link("1"));
+    if let (Ok(mine), Ok(init)) = &links
+        && mine == init
+    {
+        return Ok(None);
+    }
     let init_shown = shown(1)?;
     let ups = init_shown.split('/').take_while(|c| c.is_empty() || *c == "..").filter(|c| *c == "..").count();
-    // The namespace links say it when pid 1's is readable (CAP_SYS_PTRACE); otherwise a `..` in
-    // pid 1's cgroup does.
-    match (link("self"), link("1")) {
-        (Ok(mine), Ok(init)) if mine == init => return Ok(None),
-        (Ok(_), Ok(_)) => {}
-        _ if ups == 0 => return Ok(None),
-        _ => {}
+    if !matches!(links, (Ok(_), Ok(_))) && ups == 0 {
+        return Ok(None);
     }
     let own = shown(me)?;
     let target = ups + depth(&own);
@@ -84,11 +88,10 @@ fn find_member(base: &Path, rel: &Path, depth: usize, pid: Pid) -> Option<PathBu
     None
 }
 
-/// `/proc` as the commands that match processes to member cgroups read it: in a private cgroup
-/// namespace, with its host root (one info line says so; one warning when it cannot be found,
-/// and then paths stay as shown).
-pub fn host_procfs(mount: &Path) -> ProcFs {
-    let proc = ProcFs::default();
+/// `proc` as every command reads it ([`crate::system::System::new`]): in a private cgroup
+/// namespace, with its host root found under the cgroup `mount` (one info line says so; one
+/// warning when it cannot be found, and then paths stay as shown).
+pub fn host_procfs(proc: ProcFs, mount: &Path) -> ProcFs {
     match host_root(&proc, mount) {
         Ok(None) => proc,
         Ok(Some(root)) => {

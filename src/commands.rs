@@ -1,5 +1,6 @@
-//! The operator commands behind the CLI (everything but `hook` and `explain`): each opens the
-//! cache under the lock, calls its `ops` module and prints text or JSON.
+//! The operator commands behind the CLI (everything but `hook`, `explain` and `nri`): each opens
+//! the cache of the [`System`] it is given under the lock, calls its `ops` module and prints text
+//! or JSON.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,12 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::kernel;
 use crate::ops;
-use crate::procfs::ProcFs;
 use crate::runtime_state::RuntimeRoot;
 use crate::statedir::StateDir;
 use crate::store::Store;
+use crate::system::System;
 
 fn print_out(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -24,21 +24,17 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 }
 
 /// `inspect PID`.
-pub fn inspect(state_dir: &Path, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
-    let kernel = kernel::system();
-    let proc = ProcFs::default();
-    let opened = ops::open_existing(state_dir, config.lock_timeout())?;
-    let report = ops::inspect::inspect(pid, &kernel, &proc, opened.as_ref().map(|(_, s)| s))?;
+pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
+    let opened = ops::open_existing(&sys.state_dir, config.lock_timeout())?;
+    let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(|(_, s)| s))?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
 }
 
 /// `list` / `status`.
-pub fn list(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let kernel = kernel::system();
-    let proc = ProcFs::default();
-    let groups = match ops::open_existing(state_dir, config.lock_timeout())? {
-        Some((_lock, store)) => ops::list::list(&store, &kernel, &proc)?,
+pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
+    let groups = match ops::open_existing(&sys.state_dir, config.lock_timeout())? {
+        Some((_lock, store)) => ops::list::list(&store, &sys.kernel, &sys.proc)?,
         None => Vec::new(),
     };
     print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups) });
@@ -54,29 +50,26 @@ fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> any
 }
 
 /// `gc`.
-pub fn gc(state_dir: &Path, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
-    if !StateDir::has_cache(state_dir)? {
+pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
+    if !StateDir::has_cache(&sys.state_dir)? {
         let empty = ops::gc::GcReport::default();
         print_out(&if as_json { json(&empty)? } else { empty.render() });
         return Ok(());
     }
-    let report = write_txn(state_dir, config, |store| Ok(ops::gc::gc(store, &proc)?))?;
+    let report = write_txn(&sys.state_dir, config, |store| Ok(ops::gc::gc(store, &sys.proc)?))?;
     print_out(&if as_json { json(&report)? } else { report.render() });
     Ok(())
 }
 
 /// `metrics [--output FILE]`.
-pub fn metrics(state_dir: &Path, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let kernel = kernel::system();
-    let proc = ProcFs::default();
-    let mut text = match ops::open_existing(state_dir, config.lock_timeout())? {
-        Some((_lock, store)) => ops::metrics::render(&store, &kernel, &proc)?,
+pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    let mut text = match ops::open_existing(&sys.state_dir, config.lock_timeout())? {
+        Some((_lock, store)) => ops::metrics::render(&store, &sys.kernel, &sys.proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
-        None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &kernel, &proc)?,
+        None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &sys.kernel, &sys.proc)?,
     };
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
-    let follow = state_dir.join(crate::follow::METRICS_FILE);
+    let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
     match std::fs::read_to_string(&follow) {
         Ok(f) => text.push_str(&f),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -92,14 +85,14 @@ pub fn metrics(state_dir: &Path, config: &Config, output: Option<&PathBuf>) -> a
 
 /// `reconcile [--dry-run] [--interval SECONDS]`.
 pub fn reconcile(
-    state_dir: &Path,
+    sys: &System,
     config: &Config,
     dry_run: bool,
     interval: Option<u64>,
     as_json: bool,
 ) -> anyhow::Result<()> {
     loop {
-        reconcile_once(state_dir, config, dry_run, as_json)?;
+        reconcile_once(sys, config, dry_run, as_json)?;
         match interval {
             Some(secs) => std::thread::sleep(std::time::Duration::from_secs(secs)),
             None => return Ok(()),
@@ -111,21 +104,18 @@ pub fn reconcile(
 pub const FOLLOW_SWEEP_SECS: u64 = 60;
 
 /// `reconcile --follow [--interval SECONDS]`: the follower, its sweep a quiet `reconcile`.
-pub fn follow(state_dir: &Path, config: &Config, interval: Option<u64>) -> anyhow::Result<()> {
-    let cgroup_root = crate::cgroup::root();
-    let proc = crate::cgroup_ns::host_procfs(&cgroup_root);
-    let kernel = kernel::system();
+pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::Result<()> {
     let opts = crate::follow::Options {
-        state_dir: state_dir.to_path_buf(),
+        state_dir: sys.state_dir.clone(),
         lock_timeout: config.lock_timeout(),
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
     };
-    crate::follow::run(&opts, &kernel, &proc, || {
-        if !StateDir::has_cache(state_dir)? {
+    crate::follow::run(&opts, &sys.kernel, &sys.proc, || {
+        if !StateDir::has_cache(&sys.state_dir)? {
             return Ok(0);
         }
-        let report = write_txn(state_dir, config, |store| {
-            Ok(ops::reconcile::reconcile(store, &kernel, &proc, &cgroup_root, false)?)
+        let report = write_txn(&sys.state_dir, config, |store| {
+            Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?)
         })?;
         for e in report.members.iter().flat_map(|m| &m.errors) {
             log::warn!("reconcile --follow: sweep: {e}");
@@ -137,10 +127,8 @@ pub fn follow(state_dir: &Path, config: &Config, interval: Option<u64>) -> anyho
     })
 }
 
-fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
-    let proc = crate::cgroup_ns::host_procfs(&crate::cgroup::root());
-    let kernel = kernel::system();
-    if !StateDir::has_cache(state_dir)? {
+fn reconcile_once(sys: &System, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
+    if !StateDir::has_cache(&sys.state_dir)? {
         if as_json {
             print_out(&json(&ops::reconcile::ReconcileReport { dry_run, members: Vec::new() })?);
         } else {
@@ -148,9 +136,8 @@ fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: boo
         }
         return Ok(());
     }
-    let cgroup_root = crate::cgroup::root();
-    let report = write_txn(state_dir, config, |store| {
-        Ok(ops::reconcile::reconcile(store, &kernel, &proc, &cgroup_root, dry_run)?)
+    let report = write_txn(&sys.state_dir, config, |store| {
+        Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, dry_run)?)
     })?;
     if report.fixed() > 0 && !dry_run {
         log::info!("reconcile gave {} processes their group's cookie", report.fixed());
@@ -163,22 +150,15 @@ fn reconcile_once(state_dir: &Path, config: &Config, dry_run: bool, as_json: boo
 }
 
 /// `rebuild [--runc-root DIR]... [--crun-root DIR]...`.
-pub fn rebuild(
-    state_dir: &Path,
-    config: &Config,
-    runc: &[PathBuf],
-    crun: &[PathBuf],
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let proc = ProcFs::default();
-    let kernel = kernel::system();
+pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf], as_json: bool) -> anyhow::Result<()> {
     let roots: Vec<RuntimeRoot> = if runc.is_empty() && crun.is_empty() {
         RuntimeRoot::defaults()
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let report =
-        write_txn(state_dir, config, |store| Ok(crate::reload::reload(store, &kernel, &proc, &roots, config)?))?;
+    let report = write_txn(&sys.state_dir, config, |store| {
+        Ok(crate::reload::reload(store, &sys.kernel, &sys.proc, &roots, config)?)
+    })?;
     print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
     Ok(())
 }

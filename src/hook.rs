@@ -1,18 +1,17 @@
 //! One hook invocation: stage → decision → (under the lock, in one cache transaction) the engine
 //! → `cpu.idle`. Also the input side shared with `explain`: lifecycle inference and the bundle.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
+use crate::input::ContainerInput;
 use crate::kernel::{CoreSched, KernelError};
-use crate::policy::{self, Action, BadContainerId, Decision, Lifecycle};
-use crate::procfs::{Pid, ProcFs};
+use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
+use crate::procfs::Pid;
 use crate::state::State;
 use crate::statedir::{DirError, StateDir};
 use crate::store::{Member, Store, StoreError};
+use crate::system::System;
 
 /// The hook stages of the OCI runtime spec (and the legacy `prestart`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,17 +95,6 @@ impl HookError {
     }
 }
 
-/// Where the hook finds the system: paths are passed in so tests can use temp dirs.
-#[derive(Debug, Clone)]
-pub struct Paths<'a> {
-    /// State directory.
-    pub state_dir: &'a Path,
-    /// `/proc`.
-    pub proc: &'a ProcFs,
-    /// The cgroup mount (`/sys/fs/cgroup`).
-    pub cgroup_root: &'a Path,
-}
-
 /// Lifecycle from the stage flag, else from the state's status.
 pub fn lifecycle(stage: Option<Stage>, status: &str) -> Result<Lifecycle, HookError> {
     Ok(match stage {
@@ -122,48 +110,11 @@ pub fn lifecycle(stage: Option<Stage>, status: &str) -> Result<Lifecycle, HookEr
     })
 }
 
-/// What the bundle's `config.json` adds: annotations the state lacks and the cgroup parent.
-#[derive(Debug, Default)]
-pub struct BundleInfo {
-    /// Annotations of the state, completed by the config's.
-    pub annotations: BTreeMap<String, String>,
-    /// `linux.cgroupsPath`.
-    pub cgroups_path: Option<String>,
-}
-
-/// Reads the bundle's `config.json` if there is one ([`crate::bundle`], the reader `rebuild`
-/// uses too). A missing or unusable config is logged and the state's annotations are used alone.
-pub fn bundle_info(state: &State) -> BundleInfo {
-    let mut info = BundleInfo { annotations: state.annotations.clone(), cgroups_path: None };
-    let Some(bundle) = &state.bundle else { return info };
-    match crate::bundle::read(&bundle.join("config.json")) {
-        Ok(config) => {
-            config.complete(&mut info.annotations);
-            info.cgroups_path = config.cgroups_path;
-        }
-        Err(e) => log::warn!("{}; using the state's annotations only", crate::error::Chain(&e)),
-    }
-    info
-}
-
-/// The decision for a state (what `explain` prints).
+/// The decision for a state (what `explain` prints): the lifecycle from `stage` or the state's
+/// status, then [`ContainerInput::from_state`] decided.
 pub fn decide(state: &State, stage: Option<Stage>, config: &Config) -> Result<Decision, HookError> {
     let lifecycle = lifecycle(stage, &state.status)?;
-    let info = if lifecycle == Lifecycle::Ensure {
-        bundle_info(state)
-    } else {
-        BundleInfo { annotations: state.annotations.clone(), cgroups_path: None }
-    };
-    let input = policy::Input {
-        lifecycle,
-        container_id: &state.id,
-        pid: state.pid,
-        annotations: &info.annotations,
-        cgroups_path: info.cgroups_path.as_deref(),
-    };
-    let mut decision = policy::decide(&input, config)?;
-    decision.pod = policy::PodLabels::from_annotations(&info.annotations);
-    Ok(decision)
+    Ok(ContainerInput::from_state(state, lifecycle).decide(config)?)
 }
 
 /// What a hook run did.
@@ -190,13 +141,8 @@ pub enum Done {
 
 /// Runs the hook for a decision, as the hook process does: a share is relayed by the calling
 /// thread, which keeps that cookie ([`RelayOn::CallingThread`]).
-pub fn run<K: CoreSched>(
-    decision: &Decision,
-    config: &Config,
-    paths: &Paths<'_>,
-    kernel: &K,
-) -> Result<Done, HookError> {
-    run_relaying_on(decision, config, paths, kernel, RelayOn::CallingThread)
+pub fn run<K: CoreSched>(decision: &Decision, config: &Config, sys: &System<K>) -> Result<Done, HookError> {
+    run_relaying_on(decision, config, sys, RelayOn::CallingThread)
 }
 
 /// [`run`] with the relay thread chosen: a long-running command passes
@@ -204,8 +150,7 @@ pub fn run<K: CoreSched>(
 pub fn run_relaying_on<K: CoreSched>(
     decision: &Decision,
     config: &Config,
-    paths: &Paths<'_>,
-    kernel: &K,
+    sys: &System<K>,
     on: RelayOn,
 ) -> Result<Done, HookError> {
     if let Some(problem) = &decision.invalid {
@@ -219,24 +164,16 @@ pub fn run_relaying_on<K: CoreSched>(
     match decision.action {
         Action::Skip => Ok(Done::Skipped),
         Action::Forget => {
-            let dir = StateDir::open(paths.state_dir)?;
+            let dir = StateDir::open(&sys.state_dir)?;
             if !dir.db_path().exists() {
                 return Ok(Done::Forgot(None));
             }
             let id = decision.container_id.as_str();
-            with_store(
-                &dir,
-                config,
-                None,
-                |e, _| e.forget(id).map_err(|source| engine_err(id, source)),
-                paths,
-                kernel,
-                on,
-            )
-            .map(Done::Forgot)
+            with_store(&dir, config, None, |e, _| e.forget(id).map_err(|source| engine_err(id, source)), sys, on)
+                .map(Done::Forgot)
         }
         Action::Clear | Action::Ensure => {
-            kernel.probe().map_err(|e| {
+            sys.kernel.probe().map_err(|e| {
                 if e.is_unsupported() {
                     HookError::Unsupported(e)
                 } else {
@@ -247,22 +184,14 @@ pub fn run_relaying_on<K: CoreSched>(
                 }
             })?;
             crate::timing::mark("log + kernel probe");
-            let dir = StateDir::open(paths.state_dir)?;
+            let dir = StateDir::open(&sys.state_dir)?;
             let id = decision.container_id.as_str();
             if decision.action == Action::Clear {
-                return with_store(
-                    &dir,
-                    config,
-                    None,
-                    |e, _| e.clear(id, pid).map_err(|s| engine_err(id, s)),
-                    paths,
-                    kernel,
-                    on,
-                )
-                .map(Done::Cleared);
+                return with_store(&dir, config, None, |e, _| e.clear(id, pid).map_err(|s| engine_err(id, s)), sys, on)
+                    .map(Done::Cleared);
             }
             let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
-            let cgroup = paths.proc.cgroup(pid).ok().flatten();
+            let cgroup = sys.proc.cgroup(pid).ok().flatten();
             let req = EnsureRequest {
                 container_id: id.to_string(),
                 group: group.clone(),
@@ -286,7 +215,7 @@ pub fn run_relaying_on<K: CoreSched>(
                     let idle = cgroup
                         .as_deref()
                         .ok_or(CgroupError::NoCgroup(pid))
-                        .and_then(|cg| cgroup::set_idle(paths.cgroup_root, cg));
+                        .and_then(|cg| cgroup::set_idle(&sys.cgroup_root, cg));
                     match idle {
                         Ok(file) => {
                             log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
@@ -304,8 +233,7 @@ pub fn run_relaying_on<K: CoreSched>(
                         }
                     }
                 },
-                paths,
-                kernel,
+                sys,
                 on,
             )
         }
@@ -319,10 +247,10 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
 /// After a damaged cache was moved aside, reloads the fresh one from the containers runc and crun
 /// are running (read-only on the kernel), so the next members still join their groups' cookies.
 /// Best effort: a failure is logged and the hook goes on with what it has.
-fn reload<K: CoreSched>(store: &Store, kernel: &K, paths: &Paths<'_>, config: &Config) {
+fn reload<K: CoreSched>(store: &Store, sys: &System<K>, config: &Config) {
     let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
     let roots = crate::runtime_state::RuntimeRoot::defaults();
-    let result = store.transaction(|s| crate::reload::reload(s, kernel, paths.proc, &roots, config));
+    let result = store.transaction(|s| crate::reload::reload(s, &sys.kernel, &sys.proc, &roots, config));
     match result {
         Ok(r) => log::warn!(
             "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",
@@ -346,8 +274,7 @@ fn with_store<K: CoreSched, T>(
     config: &Config,
     group: Option<&str>,
     f: impl Fn(&Engine<'_, K>, &Store) -> Result<T, HookError>,
-    paths: &Paths<'_>,
-    kernel: &K,
+    sys: &System<K>,
     on: RelayOn,
 ) -> Result<T, HookError> {
     let _lock = dir.lock(config.lock_timeout())?;
@@ -357,11 +284,11 @@ fn with_store<K: CoreSched, T>(
     let mut store = Store::open(&db)?;
     crate::timing::mark("cache open");
     if store.quarantined.is_some() {
-        reload(&store, kernel, paths, config);
+        reload(&store, sys, config);
     }
     for attempt in 0..2 {
         let result: Result<T, HookError> = store.transaction(|s| {
-            let v = f(&Engine::relaying_on(kernel, paths.proc, s, on), s)?;
+            let v = f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s)?;
             crate::fault::point("before_commit");
             crate::timing::mark("cache writes");
             Ok(v)
@@ -376,7 +303,7 @@ fn with_store<K: CoreSched, T>(
                 if attempt == 0 && e.is_corruption() {
                     drop(store);
                     store = Store::quarantine(&db, "corrupt")?;
-                    reload(&store, kernel, paths, config);
+                    reload(&store, sys, config);
                     continue;
                 }
                 let counted = store.transaction(|s| {

@@ -21,10 +21,13 @@ impl Env {
     fn run(&self, json: &str, config: &Config) -> Result<Done, HookError> {
         let state = parse_state(json.as_bytes()).unwrap();
         let d = decide(&state, None, config).unwrap();
-        let proc = self.fp.procfs();
-        let sd = self.dir.path().join("state");
-        let cg = self.dir.path().join("cg");
-        run(&d, config, &Paths { state_dir: &sd, proc: &proc, cgroup_root: &cg }, &self.kernel)
+        let sys = System {
+            kernel: &self.kernel,
+            proc: self.fp.procfs(),
+            cgroup_root: self.dir.path().join("cg"),
+            state_dir: self.dir.path().join("state"),
+        };
+        run(&d, config, &sys)
     }
 }
 

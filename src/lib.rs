@@ -15,6 +15,7 @@ pub mod exit_codes;
 pub mod fault;
 pub mod follow;
 pub mod hook;
+pub mod input;
 pub mod kernel;
 pub mod logging;
 pub mod nri;
@@ -29,6 +30,7 @@ pub mod state;
 pub mod statedir;
 pub mod statedir_choice;
 pub mod store;
+pub mod system;
 pub mod timing;
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! or on a node where the hook was installed with containers running (the `rebuild` command).
 //!
 //! For each container whose init is alive with the recorded start time, the decision is computed
-//! exactly as the hook would ([`policy::decide`], lifecycle ensure), the cookie on the init is read
+//! exactly as the hook would ([`ContainerInput::from_runtime`], lifecycle ensure), the cookie on the init is read
 //! with a GET, and the container is recorded as a member of its group with the cookie as seen.
 //! A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
 //! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
@@ -18,8 +18,9 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::EngineError;
+use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
-use crate::policy::{self, Action, Decision, Lifecycle};
+use crate::policy::{Action, Decision};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::runtime_state::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
 use crate::store::{Member, Store};
@@ -168,22 +169,13 @@ pub fn reload<K: CoreSched>(
                     continue;
                 }
             };
-            let input = policy::Input {
-                lifecycle: Lifecycle::Ensure,
-                container_id: &c.id,
-                pid: Some(c.pid),
-                annotations: &c.annotations,
-                cgroups_path: c.cgroups_path.as_deref(),
-            };
-            let mut decision = match policy::decide(&input, config) {
+            let decision = match ContainerInput::from_runtime(&c).decide(config) {
                 Ok(d) => d,
                 Err(e) => {
                     report.skipped.push(skip(e.to_string()));
                     continue;
                 }
             };
-            // Pod and container names, as the hook records them (metrics labels only).
-            decision.pod = policy::PodLabels::from_annotations(&c.annotations);
             if matches!(decision.action, Action::Skip | Action::Forget) {
                 report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
                 continue;

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use oci_coresched_hook::hook::bundle_info;
+use oci_coresched_hook::input::ContainerInput;
+use oci_coresched_hook::policy::Lifecycle;
 use oci_coresched_hook::runtime_state::{read_crun, read_runc};
 use oci_coresched_hook::state::State;
 
@@ -109,7 +110,7 @@ fn reads(dir: &Path, bytes: &[u8]) -> [(&'static str, Seen); 3] {
         bundle: Some(bundle.clone()),
         annotations: BTreeMap::new(),
     };
-    let hook = bundle_info(&state);
+    let hook = ContainerInput::from_state(&state, Lifecycle::Ensure);
 
     // runc: state.json with no annotations and no cgroup path of its own, the bundle in a label.
     let runc = dir.join("runc/c1");
@@ -117,7 +118,7 @@ fn reads(dir: &Path, bytes: &[u8]) -> [(&'static str, Seen); 3] {
     let st = json!({"init_process_pid": 4242, "init_process_start": 1,
                     "config": {"labels": [format!("bundle={}", bundle.display())]}});
     std::fs::write(runc.join("state.json"), serde_json::to_vec(&st).unwrap()).unwrap();
-    let r = read_runc(&runc, "c1").expect("runc state");
+    let r = ContainerInput::from_runtime(&read_runc(&runc, "c1").expect("runc state"));
 
     // crun: status + its copy of the config.
     let crun = dir.join("crun/c1");
@@ -125,7 +126,7 @@ fn reads(dir: &Path, bytes: &[u8]) -> [(&'static str, Seen); 3] {
     let status = json!({"pid": 4242, "process-start-time": 1, "bundle": bundle.display().to_string()});
     std::fs::write(crun.join("status"), serde_json::to_vec(&status).unwrap()).unwrap();
     std::fs::write(crun.join("config.json"), bytes).unwrap();
-    let c = read_crun(&crun, "c1").expect("crun state");
+    let c = ContainerInput::from_runtime(&read_crun(&crun, "c1").expect("crun state"));
 
     [
         ("hook", (hook.annotations, hook.cgroups_path)),

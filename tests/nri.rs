@@ -254,6 +254,10 @@ fn registers_configures_and_adjusts_exactly() {
     assert_eq!(
         adjust.annotations,
         map(&[
+            ("io.kubernetes.container.name", "app"),
+            ("io.kubernetes.pod.name", "web-0"),
+            ("io.kubernetes.pod.namespace", "tenant-a"),
+            ("io.kubernetes.pod.uid", "uid-1"),
             ("io.kubernetes.cri.container-name", "app"),
             ("io.kubernetes.cri.sandbox-id", "sb1"),
             ("io.kubernetes.cri.sandbox-name", "web-0"),

@@ -1,38 +1,20 @@
-//! The pure part of the NRI plugin: what it asks the runtime to change in a container it creates,
-//! and the annotations a catch-up decides a running container with.
+//! The pure part of the NRI plugin: what it asks the runtime to change in a container it creates.
 //!
 //! The adjustment is the hook itself at the stages of the packaged hooks.d file (createRuntime,
 //! poststart, poststop) plus annotations under the keys the hook reads, and nothing else: no
-//! mounts, environment, devices or resources. The annotations are:
-//!
-//! - **the pod's identity from NRI's pod metadata**, never from an annotation: the namespace as
-//!   `io.kubernetes.cri.sandbox-namespace`, the sandbox id as `io.kubernetes.cri.sandbox-id`, the
-//!   pod uid and name as `io.kubernetes.cri.sandbox-uid` / `-name`, and the container's name as
-//!   `io.kubernetes.cri.container-name` (containerd's own keys, so under containerd the values are
-//!   the ones it already wrote). The kubelet-style keys (`io.kubernetes.pod.namespace`, …) are
-//!   neither set nor removed: where the spec already carries one (CRI-O writes it; under containerd
-//!   only an admin's pass-through can), the hook's rule for two disagreeing namespace keys applies;
-//! - **the grouping keys** ([`COPIED_KEYS`]: `oci-coresched-hook/group`, `/policy`, and
-//!   Koordinator's `qosClass`, `core-sched-group-id`, `core-sched-policy`), each taken from the
-//!   container's annotations if it has the key, else from the pod's. That is containerd's rule for
-//!   `pod_annotations` + `container_annotations` (the container's value is written over the
-//!   pod's), so the plugin route and the hooks.d / base_runtime_spec route decide alike. Values
-//!   are copied as they are: the hook validates them, and an invalid one gives the container a
-//!   cookie of its own, which dropping it here would not.
+//! mounts, environment, devices or resources. The annotations are
+//! [`crate::input::pod_annotations`]: the pod's identity from NRI's pod metadata (never from an
+//! annotation) and the grouping keys, the container's value over the pod's. The catch-up decides
+//! a running container over the very same annotations ([`crate::input::ContainerInput::from_pod`]),
+//! so a container is decided alike whether the injected hook or the catch-up gives it its cookie.
 //!
 //! A pod's sandbox (pause) container gets no adjustment, should a runtime ever send one.
 
 use std::collections::BTreeMap;
 
-use crate::policy::{
-    ANN_GROUP, ANN_POLICY, CONTAINER_NAME, KOORD_GROUP, KOORD_POLICY, KOORD_QOS, POD_NAME, POD_NAMESPACE, POD_UID,
-    SANDBOX_ID,
-};
+use crate::input::{ContainerMeta, PodMeta};
 
 use super::messages::{Container, ContainerAdjustment, Hook, Hooks, PodSandbox};
-
-/// The grouping annotations copied from the pod and the container (container first).
-pub const COPIED_KEYS: [&str; 5] = [ANN_GROUP, ANN_POLICY, KOORD_QOS, KOORD_GROUP, KOORD_POLICY];
 
 /// The environment the hook runs with (the hooks.d file's).
 pub const HOOK_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -69,27 +51,24 @@ pub fn hooks(path: &str) -> Hooks {
     Hooks { create_runtime, poststart, poststop, ..Hooks::default() }
 }
 
-/// The annotations to set on a container (see the module header for which and why).
+/// NRI's pod as the decision input reads it.
+pub fn pod_meta(pod: &PodSandbox) -> PodMeta<'_> {
+    PodMeta { id: &pod.id, name: &pod.name, uid: &pod.uid, namespace: &pod.namespace, annotations: &pod.annotations }
+}
+
+/// NRI's container as the decision input reads it.
+pub fn container_meta(c: &Container) -> ContainerMeta<'_> {
+    ContainerMeta {
+        id: &c.id,
+        name: &c.name,
+        annotations: &c.annotations,
+        cgroups_path: c.linux.as_ref().map_or("", |l| l.cgroups_path.as_str()),
+    }
+}
+
+/// The annotations to set on a container ([`crate::input::pod_annotations`]).
 pub fn annotations(pod: &PodSandbox, container: &Container) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for key in COPIED_KEYS {
-        if let Some(v) = container.annotations.get(key).or_else(|| pod.annotations.get(key)) {
-            out.insert(key.to_string(), v.clone());
-        }
-    }
-    let identity = [
-        (POD_NAMESPACE[1], &pod.namespace),
-        (SANDBOX_ID[0], &pod.id),
-        (POD_UID[1], &pod.uid),
-        (POD_NAME[1], &pod.name),
-        (CONTAINER_NAME[1], &container.name),
-    ];
-    for (key, value) in identity {
-        if !value.is_empty() {
-            out.insert(key.to_string(), value.clone());
-        }
-    }
-    out
+    crate::input::pod_annotations(&pod_meta(pod), &container_meta(container))
 }
 
 /// The adjustment for a container being created; `None` for a sandbox container.
@@ -98,14 +77,6 @@ pub fn adjustment(pod: &PodSandbox, container: &Container, hook_path: &str) -> O
         return None;
     }
     Some(ContainerAdjustment { annotations: annotations(pod, container), hooks: Some(hooks(hook_path)) })
-}
-
-/// The annotations a catch-up decides a running container with: what its spec would carry had the
-/// plugin adjusted it, i.e. its own annotations with [`annotations`] set over them.
-pub fn catchup_annotations(pod: &PodSandbox, container: &Container) -> BTreeMap<String, String> {
-    let mut out = container.annotations.clone();
-    out.extend(annotations(pod, container));
-    out
 }
 
 #[cfg(test)]
@@ -136,78 +107,21 @@ mod tests {
         }
     }
 
-    const IDENTITY: [(&str, &str); 5] = [
-        ("io.kubernetes.cri.container-name", "app"),
-        ("io.kubernetes.cri.sandbox-id", "sb1"),
-        ("io.kubernetes.cri.sandbox-name", "web-0"),
-        ("io.kubernetes.cri.sandbox-namespace", "tenant-a"),
-        ("io.kubernetes.cri.sandbox-uid", "uid-1"),
-    ];
-
-    fn with_identity(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
-        let mut m = map(&IDENTITY);
-        m.extend(map(extra));
-        m
-    }
-
     #[test]
-    fn precedence_table() {
-        let g = "oci-coresched-hook/group";
-        let p = "oci-coresched-hook/policy";
-        let q = "koordinator.sh/qosClass";
-        let kg = "koordinator.sh/core-sched-group-id";
-        #[allow(clippy::type_complexity)]
-        let table: &[(&[(&str, &str)], &[(&str, &str)], &[(&str, &str)])] = &[
-            // pod, container, expected grouping keys
-            (&[], &[], &[]),
-            (&[(g, "web")], &[], &[(g, "web")]),
-            (&[], &[(g, "solo")], &[(g, "solo")]),
-            (&[(g, "web")], &[(g, "solo")], &[(g, "solo")]),
-            (&[(g, "web"), (p, "exclusive")], &[(g, "solo")], &[(g, "solo"), (p, "exclusive")]),
-            (&[(q, "BE")], &[(q, "LS")], &[(q, "LS")]),
-            (&[(kg, "k")], &[(g, "ours")], &[(kg, "k"), (g, "ours")]),
-            (&[(g, "bad value!")], &[], &[(g, "bad value!")]),
-            (&[(g, "")], &[], &[(g, "")]),
-        ];
-        for (p_ann, c_ann, want) in table {
-            assert_eq!(annotations(&pod(p_ann), &ctr(c_ann)), with_identity(want), "pod {p_ann:?} container {c_ann:?}");
-        }
-    }
-
-    #[test]
-    fn only_the_hooks_keys_are_copied() {
-        let noise = [
-            ("other.example/x", "y"),
-            ("oci-coresched-hook/unknown", "z"),
-            ("koordinator.sh/other", "w"),
-            ("io.kubernetes.cri.sandbox-log-directory", "/var/log/pods/x"),
-            ("-oci-coresched-hook/group", "removal marker"),
-        ];
-        assert_eq!(annotations(&pod(&noise), &ctr(&noise)), with_identity(&[]));
-    }
-
-    #[test]
-    fn identity_comes_from_pod_metadata_never_from_annotations() {
-        let forged = [
-            ("io.kubernetes.cri.sandbox-namespace", "kube-system"),
-            ("io.kubernetes.pod.namespace", "kube-system"),
-            ("io.kubernetes.cri.sandbox-id", "someone-else"),
-            ("io.kubernetes.pod.uid", "other-uid"),
-        ];
-        let got = annotations(&pod(&forged), &ctr(&forged));
-        assert_eq!(got, with_identity(&[]), "the pod metadata wins and the kubelet-style keys are not copied");
-        // For a catch-up the container's own namespace key stays, so the hook's disagreement rule
-        // sees it (and gives the container a cookie of its own).
-        let c = catchup_annotations(&pod(&[]), &ctr(&forged));
-        assert_eq!(c["io.kubernetes.cri.sandbox-namespace"], "tenant-a");
-        assert_eq!(c["io.kubernetes.pod.namespace"], "kube-system");
-    }
-
-    #[test]
-    fn empty_metadata_sets_no_key() {
-        let p = PodSandbox::default();
-        let c = Container { id: "c1".into(), ..Default::default() };
-        assert_eq!(annotations(&p, &c), BTreeMap::new());
+    fn the_annotations_are_the_decision_inputs_and_read_nris_messages_whole() {
+        let c = Container {
+            linux: Some(super::super::messages::LinuxContainer { cgroups_path: "/kubepods/besteffort/p/c1".into() }),
+            ..ctr(&[("oci-coresched-hook/group", "solo"), ("io.kubernetes.pod.namespace", "tenant-b")])
+        };
+        let p = pod(&[("oci-coresched-hook/group", "web"), ("koordinator.sh/qosClass", "BE")]);
+        let got = annotations(&p, &c);
+        assert_eq!(got, crate::input::pod_annotations(&pod_meta(&p), &container_meta(&c)));
+        assert_eq!(got["oci-coresched-hook/group"], "solo");
+        assert_eq!(got["koordinator.sh/qosClass"], "BE");
+        assert_eq!(got["io.kubernetes.pod.namespace"], "tenant-a", "the forged key is overwritten by the metadata");
+        assert_eq!(container_meta(&c).cgroups_path, "/kubepods/besteffort/p/c1");
+        let a = adjustment(&p, &c, "/h").unwrap();
+        assert_eq!(a.annotations, got);
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Catch-up after a (re)connect: NRI's `Synchronize` lists the pods and containers that already
 //! run, and those that started while the plugin was away carry no injected hook. Each running app
-//! container is decided as the hook would decide it at createRuntime ([`crate::policy::decide`]
-//! over [`super::adjust::catchup_annotations`]) and run through the hook's own engine
-//! ([`crate::hook::run`]: idempotent, identity-checked, under the state lock), so one that already
-//! has its group's cookie is left as it is.
+//! container is decided as the injected hook would decide it at createRuntime
+//! ([`ContainerInput::from_pod`]: the annotations the plugin injects, never the container's raw
+//! ones) and run through the hook's own engine ([`crate::hook::run`]: idempotent,
+//! identity-checked, under the state lock), so one that already has its group's cookie is left as
+//! it is. The [`System`] it acts on is the one every command builds ([`System::new`]): in a
+//! container with a cgroup namespace of its own, the cgroups it records are host paths, which the
+//! follower and `reconcile` match exec'd processes against.
 //!
 //! The init's pid is NRI's `Container.pid` (field 12; NRI 0.6.1 has it and containerd 1.7 fills
 //! it). When it is 0, the plugin reads the pid file containerd's runc shim keeps in the bundle,
@@ -14,14 +17,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-#[cfg(test)]
-use crate::procfs::ProcFs;
-
 use crate::config::Config;
 use crate::engine::RelayOn;
-use crate::hook::{self, Done, Paths};
+use crate::hook::{self, Done};
+use crate::input::ContainerInput;
 use crate::kernel::CoreSched;
-use crate::policy::{self, Action, Lifecycle};
+use crate::policy::Action;
+use crate::system::System;
 
 use super::adjust;
 use super::messages::{Container, PodSandbox, state};
@@ -60,27 +62,23 @@ pub fn init_pid(container: &Container, task_root: &Path) -> Option<i64> {
     })
 }
 
-/// Where a catch-up finds the system (the hook's [`Paths`], and containerd's bundles).
-#[derive(Debug, Clone)]
-pub struct Where<'a> {
-    /// The hook's paths.
-    pub paths: Paths<'a>,
-    /// containerd's task root ([`CONTAINERD_TASK_ROOT`]).
-    pub task_root: &'a Path,
+/// The decision input of a running container (see the module header).
+pub fn input(pod: &PodSandbox, c: &Container, pid: i64) -> ContainerInput {
+    ContainerInput::from_pod(&adjust::pod_meta(pod), &adjust::container_meta(c), pid)
 }
 
 /// Gives every running app container of `containers` its group's cookie, through the hook.
+/// `task_root` is containerd's ([`CONTAINERD_TASK_ROOT`]), for the pids NRI does not give.
 pub fn catch_up<K: CoreSched>(
     pods: &[PodSandbox],
     containers: &[Container],
     config: &Config,
-    at: &Where<'_>,
-    kernel: &K,
+    sys: &System<K>,
+    task_root: &Path,
 ) -> Summary {
     let by_id: BTreeMap<&str, &PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
-    let (paths, task_root) = (&at.paths, at.task_root);
     let mut s = Summary::default();
-    if let Err(e) = kernel.probe()
+    if let Err(e) = sys.kernel.probe()
         && e.is_unsupported()
     {
         log::warn!("catch-up skipped: {e}");
@@ -99,15 +97,7 @@ pub fn catch_up<K: CoreSched>(
             s.skipped += 1;
             continue;
         };
-        let annotations = adjust::catchup_annotations(pod, c);
-        let input = policy::Input {
-            lifecycle: Lifecycle::Ensure,
-            container_id: &c.id,
-            pid: Some(pid),
-            annotations: &annotations,
-            cgroups_path: c.linux.as_ref().map(|l| l.cgroups_path.as_str()).filter(|p| !p.is_empty()),
-        };
-        let mut decision = match policy::decide(&input, config) {
+        let decision = match input(pod, c, pid).decide(config) {
             Ok(d) => d,
             Err(e) => {
                 log::warn!("catch-up: {e}; skipped");
@@ -115,7 +105,6 @@ pub fn catch_up<K: CoreSched>(
                 continue;
             }
         };
-        decision.pod = policy::PodLabels::from_annotations(&annotations);
         if decision.action == Action::Skip {
             log::debug!("catch-up: container {}: skipped: {}", c.id, decision.reason);
             s.skipped += 1;
@@ -123,7 +112,7 @@ pub fn catch_up<K: CoreSched>(
         }
         let group = decision.group.as_deref().unwrap_or("-");
         // A long-running process: its threads keep cookie 0, so each share gets a fresh thread.
-        match hook::run_relaying_on(&decision, config, paths, kernel, RelayOn::FreshThread) {
+        match hook::run_relaying_on(&decision, config, sys, RelayOn::FreshThread) {
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
                 if matches!(o.via, crate::engine::Via::AlreadySet) =>
             {
@@ -198,17 +187,13 @@ mod tests {
                 }
             })
             .collect();
-        let state_dir = dir.path().join("state");
-        let at = Where {
-            paths: Paths { state_dir: &state_dir, proc: &proc, cgroup_root: dir.path() },
-            task_root: dir.path(),
-        };
-        let s = catch_up(&[pod], &containers, &Config::default(), &at, &kernel);
+        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let s = catch_up(&[pod], &containers, &Config::default(), &sys, dir.path());
         assert_eq!(s.ensured, 2, "{s:?}");
-        let cookie = kernel.get(4240).unwrap();
+        let cookie = sys.kernel.get(4240).unwrap();
         assert_ne!(cookie, 0);
-        assert_eq!(kernel.get(4242).unwrap(), cookie, "the second shared the first's cookie");
-        assert_eq!(kernel.get(0).unwrap(), 0, "the plugin's own thread keeps cookie 0");
+        assert_eq!(sys.kernel.get(4242).unwrap(), cookie, "the second shared the first's cookie");
+        assert_eq!(sys.kernel.get(0).unwrap(), 0, "the plugin's own thread keeps cookie 0");
     }
 
     #[test]
@@ -230,17 +215,90 @@ mod tests {
         };
         let unknown = Container { id: "c2".into(), state: state::UNKNOWN, pid: 97, ..Default::default() };
         let dir = tempfile::tempdir().unwrap();
-        let state_dir = dir.path().join("state");
-        let proc = ProcFs::default();
+        let proc = crate::procfs::ProcFs::default();
         let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
-        let at = Where {
-            paths: Paths { state_dir: &state_dir, proc: &proc, cgroup_root: dir.path() },
-            task_root: dir.path(),
-        };
-        let s = catch_up(&[pod], &[stopped, sandbox, unknown], &Config::default(), &at, &kernel);
+        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let s = catch_up(&[pod], &[stopped, sandbox, unknown], &Config::default(), &sys, dir.path());
         assert_eq!(s, Summary { skipped: 3, ..Summary::default() });
-        assert!(!state_dir.exists(), "nothing was opened");
-        let calls = kernel.calls();
+        assert!(!sys.state_dir.exists(), "nothing was opened");
+        let calls = sys.kernel.calls();
         assert!(calls.iter().all(|c| !c.starts_with("create") && !c.starts_with("share")), "{calls:?}");
+    }
+
+    fn running(id: &str, pid: i32, ann: &[(&str, &str)]) -> Container {
+        Container {
+            id: id.into(),
+            pod_sandbox_id: "sb".into(),
+            state: state::RUNNING,
+            pid: pid as u32,
+            annotations: ann.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_forged_container_namespace_leaves_a_caught_up_container_in_its_pods_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
+        fp.spawn(4240, 1, 0, "/c1").unwrap();
+        fp.spawn(4242, 2, 0, "/c2").unwrap();
+        let proc = fp.procfs();
+        let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let pod = PodSandbox {
+            id: "sb".into(),
+            namespace: "tenant-a".into(),
+            annotations: [("oci-coresched-hook/group".to_string(), "web".to_string())].into(),
+            ..Default::default()
+        };
+        let containers =
+            [running("c1", 4240, &[]), running("c2", 4242, &[("io.kubernetes.pod.namespace", "tenant-b")])];
+        let s = catch_up(&[pod], &containers, &Config::default(), &sys, dir.path());
+        assert_eq!(s, Summary { ensured: 2, ..Summary::default() });
+        assert_eq!(sys.kernel.get(4242).unwrap(), sys.kernel.get(4240).unwrap(), "one cookie for the pod's group");
+        let store = crate::store::Store::open(&sys.state_dir.join(crate::statedir::DB_FILE)).unwrap();
+        assert_eq!(store.member("c2").unwrap().unwrap().group, "tenant-a/web");
+    }
+
+    #[test]
+    fn a_catch_up_in_a_cgroup_namespace_of_its_own_records_host_paths() {
+        // The plugin in a container whose cgroup namespace is rooted at the host's
+        // /kubepods/besteffort/podD/nri: /proc shows other cgroups relative to it.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proc");
+        let fp = crate::kernel::fake::FakeProc::new(&root).unwrap();
+        let me = std::process::id() as crate::procfs::Pid;
+        fp.spawn(1, 1, 0, "/../../../..").unwrap();
+        fp.spawn(me, 5, 0, "/").unwrap();
+        fp.spawn(4240, 7, 0, "/../../pod1/c1").unwrap();
+        for (who, ns) in
+            [("self", "cgroup:[4026532000]"), (&me.to_string(), "cgroup:[4026532000]"), ("1", "cgroup:[4026531835]")]
+        {
+            std::fs::create_dir_all(root.join(who).join("ns")).unwrap();
+            std::os::unix::fs::symlink(ns, root.join(who).join("ns/cgroup")).unwrap();
+        }
+        let mount = dir.path().join("cgroup");
+        let own = mount.join("kubepods/besteffort/podD/nri");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(mount.join("kubepods/besteffort/pod1/c1")).unwrap();
+        std::fs::write(mount.join("cgroup.procs"), "1\n").unwrap();
+        std::fs::write(own.join("cgroup.procs"), format!("{me}\n")).unwrap();
+        let kernel = crate::kernel::fake::FakeKernel::new(fp.procfs());
+        let surroundings = crate::system::Surroundings {
+            proc_root: root.clone(),
+            cgroup_mount: mount,
+            state_dir: dir.path().join("state"),
+        };
+        let sys = System::with_kernel(surroundings, kernel);
+        let pod = PodSandbox { id: "sb".into(), namespace: "tenant-a".into(), ..Default::default() };
+        let s = catch_up(&[pod], &[running("c1", 4240, &[])], &Config::default(), &sys, dir.path());
+        assert_eq!(s.ensured, 1, "{s:?}");
+        let store = crate::store::Store::open(&sys.state_dir.join(crate::statedir::DB_FILE)).unwrap();
+        let m = store.member("c1").unwrap().unwrap();
+        assert_eq!(
+            m.labels.cgroup.as_deref(),
+            Some("/kubepods/besteffort/pod1/c1"),
+            "a host path, as the hook records"
+        );
     }
 }

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::signals::{sleep_unless_stopped, stopping};
+use crate::system::Surroundings;
 use messages::event;
 use session::{End, Session};
 use wire::WireError;
@@ -75,8 +76,8 @@ pub struct Options {
     pub hook_path: PathBuf,
     /// Serve one connection; fail instead of retrying.
     pub once: bool,
-    /// The state dir the catch-up uses (the hook's).
-    pub state_dir: PathBuf,
+    /// Where the catch-up finds the system (the hook's state dir).
+    pub surroundings: Surroundings,
 }
 
 /// Why the plugin stopped (with `--once`) or a connection ended.

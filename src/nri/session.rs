@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
+use crate::system::System;
 
 use super::adjust;
 use super::catchup;
@@ -228,16 +229,11 @@ impl<'a> Session<'a> {
             sync.containers.len()
         );
         let config = self.config.clone();
-        let state_dir = self.opts.state_dir.clone();
+        let surroundings = self.opts.surroundings.clone();
         let spawned = std::thread::Builder::new().name("nri-catch-up".into()).spawn(move || {
-            let kernel = crate::kernel::system();
-            let proc = crate::procfs::ProcFs::default();
-            let cgroup_root = crate::cgroup::root();
-            let at = catchup::Where {
-                paths: crate::hook::Paths { state_dir: &state_dir, proc: &proc, cgroup_root: &cgroup_root },
-                task_root: Path::new(catchup::CONTAINERD_TASK_ROOT),
-            };
-            let s = catchup::catch_up(&sync.pods, &sync.containers, &config, &at, &kernel);
+            let sys = System::new(surroundings);
+            let task_root = Path::new(catchup::CONTAINERD_TASK_ROOT);
+            let s = catchup::catch_up(&sync.pods, &sync.containers, &config, &sys, task_root);
             log::info!(
                 "catch-up done: {} ensured, {} already set, {} cleared, {} skipped, {} failed",
                 s.ensured,
@@ -266,7 +262,7 @@ mod tests {
             plugin_index: "10".into(),
             hook_path: "/h".into(),
             once: true,
-            state_dir: "/nonexistent".into(),
+            surroundings: crate::system::Surroundings::of_this_process("/nonexistent".into()),
         }
     }
 

@@ -540,7 +540,7 @@ print(json.dumps(out))
     #[test]
     fn hook_run_records_pod_labels_that_metrics_report() {
         use crate::config::Config;
-        use crate::hook::{self, Paths, Stage};
+        use crate::hook::{self, Stage};
         use crate::state::State;
 
         let dir = tempfile::tempdir().unwrap();
@@ -566,9 +566,14 @@ print(json.dumps(out))
         let decision = hook::decide(&state, Some(Stage::CreateRuntime), &config).unwrap();
         assert_eq!(decision.pod.name.as_deref(), Some("web-0"));
         assert!(!serde_json::to_string(&decision).unwrap().contains("web-0"), "explain's JSON is unchanged");
-        let (sd, cg) = (dir.path().join("state"), dir.path().join("cgroup"));
-        let paths = Paths { state_dir: &sd, proc: &proc, cgroup_root: &cg };
-        hook::run(&decision, &config, &paths, &kernel).unwrap();
+        let sd = dir.path().join("state");
+        let sys = crate::system::System {
+            kernel: &kernel,
+            proc: proc.clone(),
+            cgroup_root: dir.path().join("cgroup"),
+            state_dir: sd.clone(),
+        };
+        hook::run(&decision, &config, &sys).unwrap();
 
         let store = Store::open(&sd.join("cache.db")).unwrap();
         let m = store.member("c1").unwrap().unwrap();

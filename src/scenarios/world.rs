@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::hook::{self, Done, HookError, Paths, Stage};
+use crate::hook::{self, Done, HookError, Stage};
 use crate::kernel::fake::FakeKernel;
 use crate::kernel::linux::Linux;
 use crate::kernel::{Cookie, CoreSched, Scope};
@@ -17,6 +17,7 @@ use crate::procfs::{Pid, ProcFs};
 use crate::state::State;
 use crate::statedir::StateDir;
 use crate::store::{Member, Store};
+use crate::system::System;
 
 /// Which kernel a world uses.
 pub enum Kernel {
@@ -103,10 +104,14 @@ impl World {
     /// must not reach this test's thread and the inits it forks afterwards.
     pub fn hook(&self, state: &State, stage: Option<Stage>) -> (Decision, Result<Done, HookError>) {
         let decision = hook::decide(state, stage, &self.config).expect("decision");
-        let (sd, cg) = (self.state_dir(), self.cgroup_root());
-        let paths = Paths { state_dir: &sd, proc: &self.proc, cgroup_root: &cg };
+        let sys = System {
+            kernel: self.k(),
+            proc: self.proc.clone(),
+            cgroup_root: self.cgroup_root(),
+            state_dir: self.state_dir(),
+        };
         let done = std::thread::scope(|s| {
-            s.spawn(|| hook::run(&decision, &self.config, &paths, &self.k())).join().expect("the hook panicked")
+            s.spawn(|| hook::run(&decision, &self.config, &sys)).join().expect("the hook panicked")
         });
         (decision, done)
     }
