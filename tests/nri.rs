@@ -39,12 +39,13 @@ struct Plugin {
 }
 
 impl Plugin {
+    /// Spawns `cmd` with a 50 ms first backoff step unless `cmd` sets its own.
     fn spawn(mut cmd: Command, dir: &Path) -> Self {
         let stderr = dir.join("plugin.stderr");
-        cmd.env("OCH_NRI_BACKOFF_MS", "50")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&stderr).expect("stderr file"));
+        if !cmd.get_envs().any(|(k, _)| k == "OCH_NRI_BACKOFF_MS") {
+            cmd.env("OCH_NRI_BACKOFF_MS", "50");
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(File::create(&stderr).expect("stderr file"));
         let child = cmd.spawn().expect("spawn the plugin");
         Self { child, stderr }
     }
@@ -357,6 +358,51 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
     );
     assert!(log.contains("over the limit of 16777216"), "{log}");
     assert!(log.contains("NRI connection ended: the runtime is shutting down"), "{log}");
+}
+
+/// A runtime that restarts (or crashes and starts again) binds a new socket and creates pods at
+/// once; the plugin must be back within a poll of that socket, not after its backoff step.
+#[test]
+fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff() {
+    let s = setup("comeback");
+    let mut cmd = plugin_cmd(&s, &[]);
+    // Backoff steps of 2, 4, 8 s: a plugin that sleeps them out misses the deadline below.
+    cmd.env("OCH_NRI_BACKOFF_MS", "2000");
+    let mut plugin = Plugin::spawn(cmd, s.dir.path());
+    let limit = Duration::from_millis(1500);
+    let rejoin = |listener: &UnixListener, what: &str| {
+        let since = Instant::now();
+        let mut rt = accept(listener);
+        rt.expect_register();
+        let took = since.elapsed();
+        assert!(took < limit, "{what}: registered {took:?} after the new socket appeared (limit {limit:?})");
+        rt.configure();
+        rt
+    };
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let rt = rejoin(&listener, "first start");
+
+    // A clean restart: the runtime closes the connection and removes its socket, then comes back
+    // with a new one 3 s later (the plugin's first retry, at 2 s, finds none; its next is at 6 s).
+    drop(rt);
+    drop(listener);
+    std::fs::remove_file(&s.socket).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let rt = rejoin(&listener, "after a restart");
+
+    // A crash: the socket file stays behind, refusing connections, until the runtime starts again
+    // and binds a new one in its place.
+    drop(rt);
+    drop(listener);
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::remove_file(&s.socket).unwrap();
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let _rt = rejoin(&listener, "after a crash");
+
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    assert_eq!(log.matches("is there anew; reconnecting now").count(), 2, "{log}");
 }
 
 #[test]

@@ -23,6 +23,11 @@
 //!   changes. With `--once` the command instead exits 1 at the first failure;
 //! - the connection lost (runtime restarted, `Shutdown`, a broken frame): one line, then the same
 //!   backoff and a new registration;
+//! - while it waits out a backoff, it looks at the socket file every [`SOCKET_POLL`]: a socket
+//!   that appears, or is created anew (a restarted runtime binds a new one), ends the wait at
+//!   once. A runtime that comes back starts creating pods right away, and until the plugin is
+//!   registered again it asks no plugin about them: those containers would start without the
+//!   hook, so the plugin is back within [`SOCKET_POLL`] plus a registration, not a backoff step;
 //! - a malformed request: an error status for that request (for `CreateContainer`, an empty
 //!   adjustment instead unless `fail_closed` is set), logged, the connection kept; an unknown method
 //!   gets ttrpc's `Unimplemented`;
@@ -37,8 +42,8 @@ pub mod ttrpc;
 pub mod wire;
 
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::signals::{sleep_unless_stopped, stopping};
@@ -62,6 +67,8 @@ pub(super) const POLL: Duration = Duration::from_millis(200);
 const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 /// The stream id of the one call the plugin makes (ttrpc clients number from 1).
 pub(super) const REGISTER_STREAM: u32 = 1;
+/// How often a backoff looks whether the socket file was created anew.
+pub const SOCKET_POLL: Duration = Duration::from_millis(100);
 
 /// What to do (the `nri` command line).
 #[derive(Debug, Clone)]
@@ -195,6 +202,8 @@ fn serve_until_stopped(
     let mut backoff = Backoff::from_env();
     let mut last_problem: Option<std::io::ErrorKind> = None;
     while !stopping() {
+        // Taken before the connect: a socket created after this look ends the next wait at once.
+        let seen = SocketId::of(&opts.socket);
         let result = match UnixStream::connect(&opts.socket) {
             Err(source) => Err(NriError::Connect { path: opts.socket.clone(), source }),
             Ok(stream) => {
@@ -223,7 +232,7 @@ fn serve_until_stopped(
                     log::debug!("the NRI socket {} is still unreachable; retrying", opts.socket.display());
                 }
                 last_problem = Some(kind);
-                sleep_unless_stopped(backoff.step());
+                wait_for_socket(&opts.socket, seen, backoff.step());
                 continue;
             }
             Err(e) => crate::error::Chain(&e).to_string(),
@@ -233,10 +242,44 @@ fn serve_until_stopped(
             return Ok(());
         }
         let wait = backoff.step();
-        log::warn!("NRI connection ended: {problem}; reconnecting in {wait:?}");
-        sleep_unless_stopped(wait);
+        log::warn!(
+            "NRI connection ended: {problem}; reconnecting in {wait:?}, or as soon as the runtime creates its socket anew"
+        );
+        wait_for_socket(&opts.socket, seen, wait);
     }
     Ok(())
+}
+
+/// Which file a socket path names: its device, inode and change time. A runtime that starts
+/// binds a new socket file, so a new identity means a runtime that may be listening again. The
+/// change time is part of it because a file system may give the new file the inode number of the
+/// one just removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SocketId(Option<(u64, u64, i64, i64)>);
+
+impl SocketId {
+    fn of(path: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self(std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())))
+    }
+}
+
+/// Waits up to `max` (a backoff step), or until a stop signal, or until the socket at `path` is
+/// there and is not the file `seen` (it appeared, or a restarted runtime created it anew).
+fn wait_for_socket(path: &Path, seen: SocketId, max: Duration) {
+    let end = Instant::now() + max;
+    while !stopping() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let now = SocketId::of(path);
+        if now.0.is_some() && now != seen {
+            log::info!("the NRI socket {} is there anew; reconnecting now", path.display());
+            return;
+        }
+        sleep_unless_stopped(left.min(SOCKET_POLL));
+    }
 }
 
 #[cfg(test)]
