@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+# Field tier, inside the Debian 13 guest, after every other part: packaging/kubernetes/daemonset.yaml
+# run as kubelet would run it. Kubelet and an API server are not available here (Debian packages
+# neither): tests/field/kubelet.py is the project's own stand-in, which reads the manifest (the
+# DaemonSet's pod template and its ConfigMap) and makes the CRI calls kubelet makes for it, so an
+# edit to the manifest is what runs here. containerd runs with NRI enabled as
+# packaging/containerd/config-1.7-nri.toml says, plus the field tier's test-only settings
+# (tests/field/containerd-nri-test.toml), and nothing else is installed on the node: the .deb an
+# earlier part installed is purged first. The image is the one `make package` builds
+# (scripts/package.sh image), imported under the manifest's image name. Every cookie is read with
+# util-linux `coresched get -s PID`.
+#
+# Scenarios: the install (files as the manifest says), tenant pods in two namespaces through the
+# DaemonSet's NRI plugin, an ExecSync probe and a CRI Exec (kubectl exec's path) through its
+# follower, the plugin's container killed and restarted by "kubelet" with tenant pods started
+# meanwhile (catch-up, then exec'd processes covered), a rolling update (the same image under a new
+# tag), `rebuild`, and the uninstall. Throughout, the DaemonSet's own containers (`nri`, `follow`)
+# must be at cookie 0, also when `follow` was given a cookie by hand before the plugin restarts.
+#
+#   daemonset.py GEN_DIR MANIFEST IMAGE_TAR      prints TAP lines and a summary line
+"""The DaemonSet of packaging/kubernetes/, run as kubelet would run it, in the field tier."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cri as base  # noqa: E402  (CRI client, TAP counters)
+import kubelet  # noqa: E402  (the kubelet stand-in)
+
+from cri import G, bad, check, note, wait_for  # noqa: E402
+
+X = "/run/xchg"
+OUT = f"{X}/daemonset"
+FIELD_IMAGE = base.IMAGE
+FIELD_IMAGE_TAR = f"{X}/in/image.tar"
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTAINERD_CONFIGS = [f"{CHECKOUT}/packaging/containerd/config-1.7-nri.toml", f"{CHECKOUT}/tests/field/containerd-nri-test.toml"]
+STATE_DIR = "/run/oci-coresched-hook"
+CONFIG_DIR = "/etc/oci-coresched-hook"
+TASKS = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+PROBE = "/usr/bin/exec-window"
+UNINSTALL_PATCH = f"{CHECKOUT}/packaging/kubernetes/uninstall-patch.json"
+PACKAGE = "oci-coresched-hook"
+SYSTEMD = os.path.isdir("/run/systemd/system")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def cookie(pid):
+    """The cookie of PID as util-linux coresched reads it ('0x...')."""
+    r = run(["coresched", "get", "-s", str(pid)])
+    m = base.COOKIE_LINE.match(r.stdout.strip())
+    if r.returncode != 0 or not m or int(m.group(1)) != pid:
+        raise RuntimeError(f"coresched get -s {pid}: exit {r.returncode}: {r.stdout}{r.stderr}")
+    return m.group(2)
+
+
+class Timer:
+    def __init__(self):
+        self.t0 = time.monotonic()
+        self.phases = []
+
+    def phase(self, name):
+        now = time.monotonic()
+        self.phases.append((name, now - self.t0))
+        note(f"phase '{name}': {now - self.t0:.0f} s")
+        self.t0 = now
+
+
+# --- the node ----------------------------------------------------------------------------------
+
+
+class Containerd:
+    """Debian's containerd.service, as the node runs it (the guest's PID 1 is systemd)."""
+
+    def restart(self):
+        if not SYSTEMD:
+            raise RuntimeError("this part runs containerd as containerd.service: the guest must boot systemd")
+        r = run(["systemctl", "restart", "containerd"])
+        if r.returncode != 0:
+            raise RuntimeError(f"systemctl restart containerd: {r.stderr}{self.text()[-2000:]}")
+        up = wait_for(lambda: run(["ctr", "version"]).returncode == 0, 60)
+        if not up:
+            raise RuntimeError(f"containerd does not answer: {self.text()[-2000:]}")
+        if "failed to load plugin io.containerd.grpc.v1.cri" in self.text():
+            raise RuntimeError("containerd's CRI plugin did not load")
+
+    def text(self):
+        """This run's journal of containerd.service."""
+        inv = run(["systemctl", "show", "-p", "InvocationID", "--value", "containerd"]).stdout.strip()
+        return run(["journalctl", "--no-pager", "-o", "cat", f"_SYSTEMD_INVOCATION_ID={inv}"]).stdout
+
+
+def hook_processes():
+    """Running processes whose executable is an oci-coresched-hook binary."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                exe = os.readlink(f"/proc/{d}/exe")
+            except OSError:
+                continue
+            if os.path.basename(exe).startswith(PACKAGE):
+                found.append(f"{d}:{exe}")
+    return found
+
+
+def clean_node():
+    """Nothing of the hook on the node but what the DaemonSet installs: the .deb (installed by the
+    field tier's setup for the other parts) is purged, with what the tier put beside it."""
+    if run(["dpkg-query", "-W", "-f=${Status}", PACKAGE]).stdout.startswith("install ok"):
+        r = run(["dpkg", "--purge", PACKAGE])
+        if r.returncode != 0:
+            raise RuntimeError(f"dpkg --purge {PACKAGE}: {r.stdout}{r.stderr}")
+        note(f"removed the {PACKAGE} package an earlier part installed (dpkg --purge)")
+    for path in ("/usr/lib/och-field", STATE_DIR, CONFIG_DIR):
+        if os.path.lexists(path):
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            note(f"removed {path} (left by an earlier part)")
+    left = [p for p in ("/usr/bin/oci-coresched-hook", "/usr/local/bin/oci-coresched-hook",
+                        "/usr/share/containers/oci/hooks.d/oci-coresched-hook.json",
+                        "/etc/containers/oci/hooks.d/oci-coresched-hook.json") if os.path.lexists(p)]
+    procs = hook_processes()
+    units = run(["systemctl", "list-units", "--state=active", "--no-legend", "--plain", "oci-coresched-hook*"]).stdout.strip()
+    check("before the DaemonSet: nothing of the hook on the node (no package, file, unit or process)",
+          not left and not procs and not units, f"files {left}, processes {procs!r}, units {units!r}")
+
+
+def import_image(tar, want):
+    """`ctr images import` of an OCI archive into CRI's namespace; `want` is the name it must get."""
+    r = run(["ctr", "-n", "k8s.io", "images", "import", "--snapshotter", "native", tar])
+    if r.returncode != 0:
+        raise RuntimeError(f"ctr images import {tar}: {r.stdout}{r.stderr}")
+    names = run(["ctr", "-n", "k8s.io", "images", "ls", "-q"]).stdout.split()
+    if want not in names:
+        raise RuntimeError(f"{tar} imported as {r.stdout.strip()!r}, not as the manifest's image {want} (images: {names})")
+
+
+def manifest_image(manifest):
+    spec = manifest.template["spec"]
+    images = {c["image"] for c in list(spec.get("initContainers") or []) + list(spec["containers"])}
+    if len(images) != 1:
+        raise RuntimeError(f"the pod template names more than one image: {sorted(images)}")
+    return images.pop()
+
+
+def env_of(container):
+    return {e["name"]: e.get("value", "") for e in container.get("env") or []}
+
+
+def bundle_annotations(cid):
+    path = f"{TASKS}/{cid}/config.json"
+    with open(path) as f:
+        return json.load(f).get("annotations") or {}
+
+
+def members():
+    """Container id -> (group, cgroup) from the installed binary's `list --json`."""
+    r = run([HOOK[0], "list", "--json"])
+    if r.returncode != 0:
+        raise RuntimeError(f"{HOOK[0]} list --json: exit {r.returncode}: {r.stderr}")
+    return {m["id"]: (g["group"], m.get("cgroup")) for g in json.loads(r.stdout) for m in g["members"]}
+
+
+HOOK = [""]  # the installed binary (the manifest's HOOK_BIN_DIR), set in main
+
+
+# --- the scenarios -----------------------------------------------------------------------------
+
+
+class Scenarios:
+    def __init__(self, cri, manifest, timer):
+        self.cri, self.manifest, self.timer = cri, manifest, timer
+        self.k = kubelet.Kubelet(cri)
+        self.tenants = {}  # name -> (pod id, sandbox config)
+        self.ctrs = {}  # "pod/container" -> id
+        self.ds = None  # the running DaemonSet pod
+        self.install = kubelet.container_named(manifest.template, "install")
+
+    # DaemonSet pods
+
+    def start_daemonset(self, manifest, what):
+        t0 = time.monotonic()
+        plan = kubelet.daemonset_pod(manifest)
+        pod = self.k.run_pod(plan)
+        note(f"{what}: pod {plan.namespace}/{plan.name} ({plan.qos}, cgroup parent "
+             f"{kubelet.cgroup_parent(plan.qos, plan.uid)}) running in {time.monotonic() - t0:.0f} s")
+        for line in pod.log("install").splitlines():
+            note(f"  install: {line.split(' ', 3)[-1]}")
+        self.ds = pod
+        self.wait_plugin(what)
+        return pod
+
+    def wait_plugin(self, what, attempt=None):
+        """The plugin registered and its catch-up done (its log, as `kubectl logs -c nri` shows it)."""
+        def done():
+            return re.search(r"catch-up done: .*", self.ds.log("nri", attempt))
+
+        registered = wait_for(lambda: "registered as NRI plugin" in self.ds.log("nri", attempt), 120)
+        check(f"{what}: the DaemonSet's NRI plugin registers with containerd", registered, self.ds.log("nri", attempt)[-1500:])
+        if wait_for(done, 90):
+            line = done().group(0)
+            note(f"{what}: plugin: {line}")
+            check(f"{what}: the plugin's catch-up had no failure", " 0 failed" in line, line)
+        else:
+            bad(f"{what}: the plugin's catch-up never finished", self.ds.log("nri", attempt)[-1500:])
+
+    def pid(self, name, pod=None):
+        return self.cri.pid((pod or self.ds).containers[name].id)
+
+    def own_at_zero(self, what, cache=True):
+        """B: the DaemonSet's long-running containers at cookie 0 and, unless `cache` is false, in
+        no group of the hook's cache."""
+        got = {n: cookie(self.pid(n)) for n in ("nri", "follow")}
+        check(f"{what}: the DaemonSet's nri and follow containers are at cookie 0 (coresched: {got})",
+              set(got.values()) == {"0x0"}, got)
+        cached = members()
+        own = {c.id: n for n, c in self.ds.containers.items()}
+        rows = {own[k]: v for k, v in cached.items() if k in own}
+        if cache:
+            check(f"{what}: neither of them is in a group of the hook's cache", not rows, rows)
+        elif rows:
+            note(f"{what}: in the hook's cache: {rows}")
+
+    # tenant pods (cri.py's kubelet-style configs, the field image)
+
+    def tenant(self, name, namespace):
+        t0 = time.monotonic()
+        sb = self.cri.sandbox_config(name, namespace, {G: "web"}, "burstable")
+        pod_id = self.cri.run_pod(sb)
+        self.tenants[name] = (pod_id, sb)
+        cid = self.cri.create(pod_id, sb, "app", ["/bin/sleep", "3600"])
+        self.cri.start(cid)
+        self.ctrs[name] = cid
+        note(f"tenant pod {namespace}/{name} (group web) running in {time.monotonic() - t0:.0f} s")
+        return cid
+
+    def tcookie(self, name):
+        return cookie(self.cri.pid(self.ctrs[name]))
+
+    def exec_sync(self, name):
+        pb = self.cri.pb
+        r = self.cri.call("ExecSync", pb.ExecSyncRequest(container_id=self.ctrs[name], cmd=[PROBE], timeout=30), pb.ExecSyncResponse, timeout=90)
+        return r.exit_code, r.stdout.decode(errors="replace").strip()
+
+    def probe_ok(self, how, name, want):
+        """An exec'd probe (ExecSync, or CRI Exec as `kubectl exec`) gets `want` through the follower."""
+        if how == "ExecSync":
+            code, out = self.exec_sync(name)
+        else:
+            code, out, err = kubelet.stream_exec(self.cri, self.ctrs[name], [PROBE])
+            out = (out + err).strip()
+        m = re.fullmatch(r"window_ns=(\d+) cookie=(0x[0-9a-f]+)", out)
+        good = code == 0 and m is not None and m.group(2) == want
+        check(f"{how} into tenant pod {name}: the exec'd probe gets the pod's group cookie {want} from the DaemonSet's follower"
+              + (f" after {int(m.group(1)) // 1000} us" if m else ""), good, f"exit {code}: {out!r}")
+
+    # the parts
+
+    def first_start(self):
+        self.start_daemonset(self.manifest, "first start")
+        self.timer.phase("DaemonSet pod")
+        self.check_install("install")
+        follow = self.ds.containers["follow"].id
+        adjusted = bundle_annotations(follow).get("oci-coresched-hook/policy")
+        note("follow was created " + ("after the plugin registered: its spec carries the injected policy "
+                                      f"{adjusted!r}" if adjusted else "before the plugin registered: no hook was injected into it"))
+        self.own_at_zero("first start")
+
+    def check_install(self, what):
+        env = env_of(self.install)
+        bin_path = os.path.join(env.get("HOOK_BIN_DIR", "/usr/local/bin"), PACKAGE)
+        image_bin = f"/proc/{self.pid('nri')}/root/usr/bin/{PACKAGE}"
+        same = os.path.isfile(bin_path) and open(bin_path, "rb").read() == open(image_bin, "rb").read()
+        mode = oct(os.stat(bin_path).st_mode & 0o7777) if os.path.exists(bin_path) else "missing"
+        check(f"{what}: the binary is {bin_path} (HOOK_BIN_DIR), 0755, the image's own", same and mode == "0o755", mode)
+        record = f"{CONFIG_DIR}/installed-hooks-dirs"
+        dirs = open(record).read().split() if os.path.exists(record) else []
+        check(f"{what}: {record} names the hooks.d directories written ({dirs})", dirs == ["/usr/share/containers/oci/hooks.d"], dirs)
+        for d in dirs:
+            f = f"{d}/{PACKAGE}.json"
+            try:
+                hook = json.load(open(f))
+                fine = hook["hook"]["path"] == bin_path and os.stat(f).st_mode & 0o777 == 0o644
+            except (OSError, ValueError, KeyError) as e:
+                fine, hook = False, e
+            check(f"{what}: {f} runs {bin_path} (0644)", fine, hook)
+        cm = self.manifest.configmaps[(self.manifest.namespace, self.config_map())]["config.toml"]
+        got = open(f"{CONFIG_DIR}/config.toml").read() if os.path.exists(f"{CONFIG_DIR}/config.toml") else None
+        check(f"{what}: {CONFIG_DIR}/config.toml is the ConfigMap's config.toml", got == cm, got)
+        st = os.lstat(STATE_DIR) if os.path.lexists(STATE_DIR) else None
+        check(f"{what}: the state dir {STATE_DIR} is a root-owned directory, 0700",
+              st is not None and os.path.isdir(STATE_DIR) and not os.path.islink(STATE_DIR)
+              and st.st_mode & 0o7777 == 0o700 and st.st_uid == 0, st and oct(st.st_mode))
+
+    def config_map(self):
+        for v in self.manifest.template["spec"]["volumes"]:
+            if "configMap" in v:
+                return v["configMap"]["name"]
+        raise RuntimeError("the pod template has no configMap volume")
+
+    def tenants_through_nri(self):
+        for name, ns in (("a1", "tenant-a"), ("a2", "tenant-a"), ("b1", "tenant-b")):
+            self.tenant(name, ns)
+        self.timer.phase("tenant pods")
+        c = {n: self.tcookie(n) for n in ("a1", "a2", "b1")}
+        note(f"tenant cookies (coresched): {c}")
+        self.web = {"tenant-a": c["a1"], "tenant-b": c["b1"]}
+        check("tenant pods: two pods of group web in tenant-a share one cookie, through the DaemonSet's NRI plugin",
+              c["a1"] != "0x0" and c["a1"] == c["a2"], c)
+        check("tenant pods: group web in tenant-b is another cookie", c["b1"] not in ("0x0", c["a1"]), c)
+        m = members()
+        check("the cache has them as tenant-a/web and tenant-b/web",
+              [m.get(self.ctrs[n], ("-",))[0] for n in ("a1", "a2", "b1")] == ["tenant-a/web", "tenant-a/web", "tenant-b/web"], m)
+        self.probe_ok("ExecSync", "a1", c["a1"])
+        self.probe_ok("CRI Exec", "b1", c["b1"])
+        self.timer.phase("exec probes")
+
+    def catch_up(self):
+        nri = self.ds.containers["nri"]
+        pid = self.pid("nri")
+        os.kill(pid, 9)
+        st = self.k.wait_exited(nri.id, 60)
+        note(f"killed the plugin's container (pid {pid}, SIGKILL): exit code {st.exit_code}")
+        follow_pid = self.pid("follow")
+        r = run(["coresched", "new", "-d", str(follow_pid)])
+        given = cookie(follow_pid)
+        check(f"a cookie already there: follow's process (pid {follow_pid}) given one by hand ({given})",
+              r.returncode == 0 and given != "0x0", r.stderr)
+        for name, ns in (("d1", "tenant-a"), ("d2", "tenant-b")):
+            self.tenant(name, ns)
+        down = {n: self.tcookie(n) for n in ("d1", "d2")}
+        check(f"plugin down: tenant pods start without a cookie ({down})", set(down.values()) == {"0x0"}, down)
+        t0 = time.monotonic()
+        again = self.k.restart(self.ds, "nri")
+        note(f"kubelet restarted nri (attempt {again.attempt}) in {time.monotonic() - t0:.0f} s")
+        self.wait_plugin("plugin restarted")
+        self.timer.phase("catch-up")
+        caught = wait_for(lambda: self.tcookie("d1") == self.web["tenant-a"] and self.tcookie("d2") == self.web["tenant-b"], 30)
+        got = {n: self.tcookie(n) for n in ("d1", "d2")}
+        check(f"catch-up: the pods started while the plugin was down have their groups' cookies ({got}, want {self.web})", caught, got)
+        m = members()
+        cgs = {n: m.get(self.ctrs[n], (None, None))[1] for n in ("d1", "d2")}
+        want = {n: f"/kubepods/burstable/poduid-{n}/{self.ctrs[n]}" for n in ("d1", "d2")}
+        check("catch-up in the nri container (a cgroup namespace of its own) recorded host cgroup paths", cgs == want, cgs)
+        self.own_at_zero("after the plugin's restart")
+        cleared = re.search(rf"catch-up: container {self.ds.containers['follow'].id} \(pid {follow_pid}\): cookie cleared", self.ds.log("nri"))
+        check("the catch-up cleared the cookie follow had been given (its log says so)", cleared is not None,
+              [line for line in self.ds.log("nri").splitlines() if "catch-up" in line][-6:])
+        self.probe_ok("ExecSync", "d1", self.web["tenant-a"])
+        self.probe_ok("CRI Exec", "d2", self.web["tenant-b"])
+        self.timer.phase("catch-up checks")
+
+    def rolling_update(self):
+        before = {n: self.tcookie(n) for n in self.ctrs}
+        image = manifest_image(self.manifest)
+        repo, _, tag = image.rpartition(":")
+        new = f"{repo}:{tag}-rollout"
+        r = run(["ctr", "-n", "k8s.io", "images", "tag", "--force", image, new])
+        if r.returncode != 0:
+            raise RuntimeError(f"ctr images tag {image} {new}: {r.stderr}")
+
+        def retag(template):
+            for c in list(template["spec"].get("initContainers") or []) + list(template["spec"]["containers"]):
+                c["image"] = new
+
+        updated = self.manifest.edited(retag)
+        t0 = time.monotonic()
+        self.k.delete_pod(self.ds)
+        note(f"rolling update (maxUnavailable 1): the old pod deleted in {time.monotonic() - t0:.0f} s")
+        self.start_daemonset(updated, "rolling update")
+        self.timer.phase("rolling update")
+        note(f"rolling update: the new pod's containers were created from {new} (the same image as {image})")
+        after = {n: self.tcookie(n) for n in self.ctrs}
+        check(f"rolling update: every running tenant container kept its cookie ({after})", after == before, f"before {before}")
+        self.check_install("rolling update")
+        self.own_at_zero("after the rolling update")
+        self.tenant("n1", "tenant-a")
+        check("after the update a new tenant pod joins its group's cookie", self.tcookie("n1") == self.web["tenant-a"], self.tcookie("n1"))
+        self.probe_ok("ExecSync", "a2", self.web["tenant-a"])
+        self.timer.phase("update checks")
+
+    def rebuild(self):
+        r = run([HOOK[0], "rebuild", "--json"])
+        check("rebuild (the operator command) runs on the node", r.returncode == 0, r.stderr)
+        if r.returncode == 0:
+            rep = json.loads(r.stdout)
+            own = {c.id: n for n, c in self.ds.containers.items()}
+            for m in rep.get("members", []):
+                if m["id"] in own:
+                    note(f"rebuild recorded the DaemonSet's {own[m['id']]} in group {m['group']} with cookie {m['cookie']}")
+            for s in rep.get("skipped", []):
+                if s["id"] in own:
+                    note(f"rebuild skipped the DaemonSet's {own[s['id']]}: {s['reason']}")
+        # A process exec'd into the DaemonSet's containers: the follower leaves it at 0.
+        pb = self.cri.pb
+        pids = {}
+        for n, c in self.ds.containers.items():
+            x = self.cri.call("ExecSync", pb.ExecSyncRequest(
+                container_id=c.id, cmd=["/bin/busybox", "sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], timeout=30),
+                pb.ExecSyncResponse, timeout=90)
+            pids[n] = int(x.stdout.decode().strip() or 0)
+        time.sleep(3)
+        got = {n: cookie(p) for n, p in pids.items() if p}
+        check(f"after rebuild: processes exec'd into nri and follow stay at cookie 0 ({got})",
+              len(got) == 2 and set(got.values()) == {"0x0"}, pids)
+        # rebuild reads the runtimes' state, where an un-adjusted container (the plugin's own)
+        # carries none of its pod's annotations: its cache rows are shown, the cookies asserted.
+        self.own_at_zero("after rebuild", cache=False)
+        self.timer.phase("rebuild")
+
+    def uninstall(self):
+        """The documented removal: the DaemonSet patched with packaging/kubernetes/uninstall-patch.json
+        (its init container runs `uninstall` with PURGE=1, one idle container instead of nri and
+        follow) rolls out like an update, then the DaemonSet is deleted."""
+        record = open(f"{CONFIG_DIR}/installed-hooks-dirs").read().split()
+        bin_path = os.path.join(env_of(self.install).get("HOOK_BIN_DIR", "/usr/local/bin"), PACKAGE)
+        with open(UNINSTALL_PATCH) as f:
+            m = self.manifest.patched(json.load(f))
+        t0 = time.monotonic()
+        self.k.delete_pod(self.ds)
+        pod = self.k.run_pod(kubelet.daemonset_pod(m))
+        note(f"uninstall rolled out (the plugin's pod deleted first: maxUnavailable 1) in {time.monotonic() - t0:.0f} s")
+        for line in pod.log("install").splitlines():
+            note(f"  uninstall: {line.split(' ', 3)[-1]}")
+        done = self.cri.status(pod.containers["done"].id).status.state == self.cri.pb.CONTAINER_RUNNING
+        check("uninstall: the patched pod's init container ran `uninstall` (exit 0) and its idle container runs", done)
+        wrote = [bin_path, f"{CONFIG_DIR}/config.toml", f"{CONFIG_DIR}/installed-hooks-dirs"] + [
+            f"{d}/{PACKAGE}.json" for d in record]
+        left = [p for p in wrote if os.path.lexists(p)]
+        if os.path.isdir(CONFIG_DIR):
+            left += [f"{CONFIG_DIR}/{n}" for n in os.listdir(CONFIG_DIR)]
+        check(f"uninstall removed every file the install wrote ({', '.join(wrote)}), and nothing is left in {CONFIG_DIR}",
+              not left, left)
+        if os.path.isdir(CONFIG_DIR):
+            note(f"{CONFIG_DIR} stays as an empty directory: kubelet created it for the hostPath volume")
+        note(f"left on the node: the state dir {STATE_DIR} (a hostPath kubelet created; tmpfs) holding "
+             f"{sorted(os.listdir(STATE_DIR)) if os.path.isdir(STATE_DIR) else 'nothing'}")
+        self.k.delete_pod(pod)
+        pb = self.cri.pb
+        self.timer.phase("uninstall")
+        # Tenant containers created while the plugin ran carry its poststop hook, which now names a
+        # removed binary: their pods must still stop.
+        errors = []
+        for name, (pod_id, _) in self.tenants.items():
+            try:
+                self.cri.call("StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), pb.StopPodSandboxResponse)
+                self.cri.call("RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), pb.RemovePodSandboxResponse)
+            except self.cri.grpc.RpcError as e:
+                errors.append(f"{name}: {e.details()}")
+        check("after the uninstall every tenant pod still stops and is removed (their injected poststop names a removed binary)",
+              not errors, errors)
+        self.timer.phase("teardown")
+
+
+def load_pb(gen):
+    """api_pb2 from GEN_DIR when an earlier part compiled it there, else compiled now."""
+    if os.path.exists(f"{gen}/api_pb2.py"):
+        sys.path.insert(0, gen)
+        import api_pb2
+
+        return api_pb2
+    return base.compile_proto(gen)
+
+
+def save_logs(containerd):
+    os.makedirs(OUT, exist_ok=True)
+    for d in os.listdir(kubelet.POD_LOGS) if os.path.isdir(kubelet.POD_LOGS) else []:
+        if d.startswith("oci-coresched-hook_"):
+            shutil.copytree(os.path.join(kubelet.POD_LOGS, d), os.path.join(OUT, d), dirs_exist_ok=True)
+    with open(f"{OUT}/containerd.log", "w") as f:
+        f.write(containerd.text())
+    with open(f"{OUT}/hook-journal.log", "w") as f:
+        f.write(run(["journalctl", "-t", PACKAGE, "-b", "--no-pager"]).stdout)
+
+
+def main():
+    gen, manifest_path, image_tar = sys.argv[1:4]
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.monotonic()
+    manifest = kubelet.Manifest(manifest_path)
+    install = kubelet.container_named(manifest.template, "install")
+    HOOK[0] = os.path.join(env_of(install).get("HOOK_BIN_DIR", "/usr/local/bin"), PACKAGE)
+    containerd = Containerd()
+    timer = Timer()
+    s = None
+    try:
+        if not os.path.isfile(image_tar):
+            raise RuntimeError(f"no installer image at {image_tar}: scripts/package.sh image builds it (needs podman)")
+        cri = base.Cri(load_pb(gen))
+        clean_node()
+        os.makedirs("/etc/containerd", exist_ok=True)
+        with open("/etc/containerd/config.toml", "w") as out:
+            for path in CONTAINERD_CONFIGS:
+                out.write(open(path).read())
+        containerd.restart()
+        note(f"containerd.service restarted with NRI enabled ({' + '.join(os.path.relpath(p, CHECKOUT) for p in CONTAINERD_CONFIGS)})")
+        k = kubelet.Kubelet(cri)
+        if not k.image_present(FIELD_IMAGE):
+            import_image(FIELD_IMAGE_TAR, FIELD_IMAGE)
+        image = manifest_image(manifest)
+        import_image(image_tar, image)
+        check(f"the image make package builds imports under the manifest's image name {image}", k.image_present(image))
+        timer.phase("setup (purge, containerd, images)")
+        s = Scenarios(cri, manifest, timer)
+        s.first_start()
+        s.tenants_through_nri()
+        s.catch_up()
+        s.rolling_update()
+        s.rebuild()
+        s.uninstall()
+    except Exception as e:  # a crash is a failure with its cause, never a silent pass
+        import traceback
+
+        bad(f"DaemonSet scenarios aborted: {type(e).__name__}: {e}", traceback.format_exc())
+    finally:
+        save_logs(containerd)
+    note("times (s): " + ", ".join(f"{n} {t:.0f}" for n, t in timer.phases))
+    note(f"DaemonSet part: {time.monotonic() - t0:.0f} s")
+    print(f"daemonset: {base.PASS} passed, {base.FAIL} failed", flush=True)
+    return 1 if base.FAIL else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
