@@ -488,8 +488,10 @@ assert got == want, got
 env = {e["name"]: e.get("value") for e in init.get("env", [])}
 assert "HOOKS_DIR" not in env, "HOOKS_DIR set: the installer would neither use the default dir nor detect hooks_dir"
 assert env.get("HOST_ROOT") == "/host", env
-# Two long-running containers. The NRI plugin: the node's hook binary injected, host pids, the
-# NRI socket's directory, the state dir and the config (read-only); root with SYS_PTRACE only.
+# Two long-running containers, at cookie 0 (policy none on the pod). The NRI plugin: the node's
+# hook binary injected, host pids, the NRI socket's directory, the state dir, the config and the
+# host's cgroup tree (read-only); root with SYS_PTRACE only.
+assert ds["spec"]["template"]["metadata"]["annotations"] == {"oci-coresched-hook/policy": "none"}, ds["spec"]["template"]["metadata"]
 assert [c["name"] for c in pod["containers"]] == ["nri", "follow"], pod["containers"]
 nri = pod["containers"][0]
 assert nri["command"] == ["/usr/bin/oci-coresched-hook"], nri
@@ -500,7 +502,8 @@ assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}, sc
 assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"], sc
 mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in nri["volumeMounts"]}
 assert mounts == {"/var/run/nri": ("/var/run/nri", False), "/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
-                  "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True)}, mounts
+                  "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True),
+                  "/sys/fs/cgroup": ("/sys/fs/cgroup", True)}, mounts
 # reconcile --follow: the proc connector (host network and pid namespaces, NET_ADMIN), prctl on
 # other users' processes (SYS_PTRACE), the state dir, the config and the host's cgroup tree
 # read-only; root with exactly those two capabilities.
