@@ -33,7 +33,8 @@
 #   HOOKS_DIR      install the hooks.d file into this directory only (no default, no detection)
 #   CONFIG_SOURCE  config to install (a ConfigMap key); when missing, the default config is
 #                  installed only if the node has none     [/config/config.toml]
-#   PURGE          uninstall also removes /etc/oci-coresched-hook [0]
+#   PURGE          uninstall also removes /etc/oci-coresched-hook (its contents where the
+#                  directory is a mount point) [0]
 set -eu
 
 NL='
@@ -470,8 +471,14 @@ EOF
     rm -f "$HR$HOOK_BIN_DIR/$NAME"
     log "removed $HOOK_BIN_DIR/$NAME"
     if [ "$PURGE" = 1 ]; then
-        rm -rf "$HR$CONFIG_DIR"
-        log "removed $CONFIG_DIR"
+        # Under the DaemonSet the directory is the mount point of its hostPath volume (kubelet
+        # created it): what is in it goes, and the directory itself only where it can.
+        rm -rf "$HR${CONFIG_DIR:?}"/* "$HR${CONFIG_DIR:?}"/.[!.]* "$HR${CONFIG_DIR:?}"/..?*
+        if rmdir "$HR$CONFIG_DIR" 2>/dev/null; then
+            log "removed $CONFIG_DIR"
+        else
+            log "removed everything in $CONFIG_DIR; the empty directory stays (the host directory mounted here)"
+        fi
     fi
 }
 
