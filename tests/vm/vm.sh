@@ -36,7 +36,8 @@ Usage:
                              /tmp, /var/tmp, $HOME and each --writable DIR are RAM overlays.
   vm.sh field [same options as run] [--xchg DIR] -- CMD [ARGS...]
                              the same, with the Debian 13 root of the field tier as the guest's /
-                             (RAM overlay; the host's / at /host, CMD runs in /host$PWD);
+                             booted by its own systemd (RAM overlay; the host's / at /host; CMD
+                             runs as a systemd service in /host$PWD, then the VM powers off);
                              --xchg DIR (also for run) shares DIR read-write at /run/xchg
   vm.sh rootfs               build (once) and print the cached Debian 13 root
   vm.sh selftest             boot the guest and check PR_SCHED_CORE, SMT topology and runc
@@ -346,7 +347,9 @@ cmd_kernel() {
 #                  writable (one directory per line that gets a RAM overlay)
 #   och.msize=N    9p msize
 #   och.root=field the command's root is the Debian 13 root (9p tag fieldroot, read-only) under a
-#                  RAM overlay, with the host's / at /host; default: the host's / itself
+#                  RAM overlay, with the host's / at /host, booted by its systemd (PID 1), which
+#                  runs the command as och-guest.service; default: the host's / itself, the
+#                  command run by this init in a chroot
 #   och.xchg=1     mount the read-write 9p share xchg at /run/xchg
 read -r -d '' INIT_SCRIPT <<'INIT_EOF' || true
 #!/bin/busybox sh
@@ -370,6 +373,73 @@ halt_vm() {
 fail() {
     echo "och-init: FATAL: $*"
     halt_vm
+}
+
+# field_systemd_setup ROOT: the boot of the Debian 13 root under its own systemd, written into its
+# RAM overlay: the guest command as och-guest.service (its output on the console between the
+# markers vm.sh scans, then poweroff), and nothing a test node does not need at boot.
+field_systemd_setup() {
+    r=$1 u=$1/etc/systemd/system
+    cat >$r/run/och/och-guest-service.sh <<EOF || fail "cannot write the guest service script"
+#!/bin/sh
+echo "@@OCH-VM-START-$nonce@@"
+/bin/sh /run/och/guest.sh </dev/null
+rc=\$?
+sync
+echo "@@OCH-VM-EXIT-$nonce=\$rc@@"
+# let the console drain before the poweroff that ends this service
+sleep 1
+EOF
+    cat >$u/och-guest.service <<'EOF' || fail "cannot write och-guest.service"
+[Unit]
+Description=The guest command of tests/vm/vm.sh field
+# The default dependencies order it after basic.target (sockets, journald, the system bus).
+# A boot that never gets here (a unit waiting forever) ends the VM after 10 minutes.
+JobTimeoutSec=600
+JobTimeoutAction=poweroff-immediate
+# When the command ends (its exit status is in the marker), the VM powers off.
+SuccessAction=poweroff-immediate
+FailureAction=poweroff-immediate
+
+[Service]
+Type=simple
+ExecStart=/bin/sh /run/och/och-guest-service.sh
+StandardInput=null
+StandardOutput=tty
+StandardError=inherit
+TTYPath=/dev/console
+TTYReset=no
+TTYVHangup=no
+EOF
+    ln -sf ../och-guest.service $u/multi-user.target.wants/och-guest.service
+    # Not on a test node: logins on the consoles (a getty on ttyS0 would take the serial console),
+    # maintenance timers, podman's DHCP proxy (the guest has no network), and module loading (the
+    # kernel has no module support: both would fail at every boot).
+    for unit in getty.target serial-getty@.service console-getty.service apt-daily.timer \
+        apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer netavark-dhcp-proxy.socket \
+        netavark-dhcp-proxy.service systemd-modules-load.service modprobe@.service; do
+        ln -sf /dev/null $u/$unit
+    done
+    # containerd is started by the tests once they have written its config.
+    rm -f $u/multi-user.target.wants/containerd.service
+    # The root was built in a chroot and never booted: mark /etc and /var as up to date with /usr,
+    # as its first boot would, so that ldconfig and the journal catalog are not rebuilt each boot.
+    touch -r $r/usr $r/etc/.updated $r/var/.updated
+    # Emergency or rescue mode (a failed mount or unit) prints why and powers off instead of
+    # waiting for a root password on the console: vm.sh then reports the boot failure.
+    for unit in emergency rescue; do
+        mkdir -p $u/$unit.service.d
+        cat >$u/$unit.service.d/och.conf <<'EOF'
+[Service]
+ExecStartPre=
+ExecStart=
+ExecStart=/bin/sh -c 'echo "och-init: FATAL: systemd entered %N mode"; systemctl --no-pager --failed; journalctl -b --no-pager -p warning | tail -n 30; sleep 2; systemctl poweroff -ff'
+StandardInput=null
+StandardOutput=tty
+StandardError=inherit
+TTYPath=/dev/console
+EOF
+    done
 }
 
 run= msize=262144 root=host xchg=
@@ -457,12 +527,16 @@ done </och/run/writable
 cp -R /och/run/. $R/run/och/ || fail "cannot copy the run files to /run/och"
 
 if [ "$root" = field ]; then
+    # Debian 13's systemd becomes PID 1: the guest command runs as a service once the system is
+    # up, and the service powers the VM off when it ends.
+    [ -x $R/lib/systemd/systemd ] || fail "the Debian 13 root has no /lib/systemd/systemd"
+    field_systemd_setup $R
     # Move the Debian 13 root over / (what switch_root does), so that it is the root of the mount
     # namespace and not only of a chroot: setns(CLONE_NEWNS), as in `runc exec` / `crun exec`,
     # puts the joining process at that root. With a bare chroot an exec'd process would see this
-    # initramfs instead of its container's root file system. /init itself keeps the initramfs.
+    # initramfs instead of its container's root file system.
     cd $R && mount --move . / || fail "mount --move $R /"
-    R=.
+    exec env -i TERM=dumb chroot . /lib/systemd/systemd
 fi
 echo "@@OCH-VM-START-$nonce@@"
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \
@@ -644,6 +718,8 @@ run_guest() {
     local append="console=ttyS0 panic=-1 oops=panic och.run=$guestdir och.root=$RUN_ROOT"
     if [[ ${OCH_VM_VERBOSE:-0} != 1 ]]; then
         append="$append quiet"
+        # systemd (field): no unit status lines on the console between the markers, only failures
+        [[ $RUN_ROOT == field ]] && append="$append systemd.show_status=error"
     fi
     local shares=()
     if [[ $RUN_ROOT == field ]]; then
@@ -819,7 +895,7 @@ cmd_run() {
     done
     (($# > 0)) || die "no command given (usage: vm.sh run [--timeout S] [--env K=V]... -- CMD ARGS...)"
     run_guest "$@"
-    if [[ ${OCH_VM_VERBOSE:-0} == 1 || $VM_RC == "$EX_TIMEOUT" || $VM_RC == "$EX_HARNESS" ]]; then
+    if [[ ${OCH_VM_VERBOSE:-0} == 1 || $VM_RC == "$EX_TIMEOUT" || $VM_RC == "$EX_HARNESS" || $RUN_ROOT == field ]]; then
         log "boot ${VM_BOOT_MS:-?} ms, command ${VM_CMD_MS:-?} ms, total ${VM_TOTAL_MS:-?} ms, exit status $VM_RC"
     fi
     return "$VM_RC"
