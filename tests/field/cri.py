@@ -115,17 +115,19 @@ class Cri:
         r = self.call("RunPodSandbox", req, self.pb.RunPodSandboxResponse)
         return r.pod_sandbox_id
 
-    def create(self, pod_id, sandbox, name, command, annotations=None):
+    def create(self, pod_id, sandbox, name, command, annotations=None, uid=None):
+        """A container of the pod; uid: the user its process runs as (kubelet's runAsUser)."""
         pb = self.pb
+        sc = pb.LinuxContainerSecurityContext(namespace_options=self.ns_options())
+        if uid is not None:
+            sc.run_as_user.value = uid
         c = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
             image=pb.ImageSpec(image=IMAGE),
             command=command,
             log_path=f"{name}.log",
             annotations=annotations or {},
-            linux=pb.LinuxContainerConfig(
-                security_context=pb.LinuxContainerSecurityContext(namespace_options=self.ns_options())
-            ),
+            linux=pb.LinuxContainerConfig(security_context=sc),
         )
         req = pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=c, sandbox_config=sandbox)
         return self.call("CreateContainer", req, pb.CreateContainerResponse).container_id

@@ -1,8 +1,10 @@
 #!/bin/bash
-# Field tier, inside the Debian 13 guest (tests/field/guest.sh, after the other parts): the exec
-# window of issue 13. A process started by `runc exec`, `crun exec`, `podman exec` or CRI
-# `ExecSync` passes through no hook; the follower (`oci-coresched-hook reconcile --follow`, started
-# as the packaged reconcile unit's ExecStart says) gives it its container's cookie. The probe
+# Field tier, inside the Debian 13 guest under its systemd (tests/field/guest.sh, after the other
+# parts): the exec window. A process started by `runc exec`, `crun exec`, `podman exec` or CRI
+# `ExecSync` passes through no hook; the follower (`oci-coresched-hook reconcile --follow`, the
+# installed oci-coresched-hook-reconcile.service, driven with systemctl) gives it its container's
+# cookie. Exactly one follower runs at a time: the unit is stopped while the probes run without a
+# follower and while the DaemonSet-like follower runs. containerd is Debian's containerd.service. The probe
 # (examples/exec-window.rs, /usr/bin/exec-window in the image) reads its own cookie from the top of
 # main until it is non-zero and prints `window_ns=N cookie=0xC`.
 #
@@ -26,11 +28,10 @@ X=/run/xchg
 IN=$X/in
 REAL=/usr/lib/och-field/oci-coresched-hook
 HOOK=/usr/bin/oci-coresched-hook
-UNIT=/lib/systemd/system/oci-coresched-hook-reconcile.service  # where the .deb puts it
+REC=oci-coresched-hook-reconcile.service # the follower; its stderr is its journal
 STATE=/run/oci-coresched-hook
 PROM=$STATE/follow.prom
-FLOG=$X/follow.log  # the follower's stderr
-HLOG=$X/hook.log    # the config's log_file: the follower's debug lines ("after N us") land here
+HLOG=$X/hook.log # the config's log_file: the follower's debug lines ("after N us") land here
 W=$X/exec
 PROBE=/usr/bin/exec-window
 ISSUE_N=200
@@ -125,10 +126,20 @@ windows() {
 
 FOLLOW=()
 FPID=
+# start_follower: systemctl start the unit; FPID = its main process
 start_follower() {
-    "${FOLLOW[@]}" --log-level debug >>"$FLOG" 2>&1 &
-    FPID=$!
+    systemctl start "$REC" || bad "systemctl start $REC: $(flog)"
+    FPID=$(systemctl show -p MainPID --value "$REC")
 }
+# stop_follower: systemctl stop the unit; prints how its main process ended ("exited 0", ...)
+stop_follower() {
+    systemctl stop "$REC"
+    local code
+    code=$(systemctl show -p ExecMainCode --value "$REC")
+    case $code in 1) code=exited ;; 2) code=killed ;; 3) code=dumped ;; esac
+    echo "$code $(systemctl show -p ExecMainStatus --value "$REC")"
+}
+flog() { journalctl -b --no-pager -o cat -u "$REC" | tail -n 5; }
 # until_probe_ok SECONDS: runc exec probes until one gets the cookie (the follower is listening)
 until_probe_ok() {
     local t0=$SECONDS
@@ -167,18 +178,11 @@ note "podman containers up in $((SECONDS - t0)) s"
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
 cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
 cat "$EX/config-1.6-base-runtime-spec.toml" "$HERE/containerd-test.toml" >/etc/containerd/config.toml
-CLOG=$X/containerd-exec.log
-start_containerd() {
-    local t0=$SECONDS
-    containerd >>"$CLOG" 2>&1 &
-    CTRD=$!
-    until [[ -S /run/containerd/containerd.sock ]] && ctr version >/dev/null 2>&1; do
-        kill -0 "$CTRD" 2>/dev/null && ((SECONDS - t0 < 120)) || return 1
-        sleep 1
-    done
-}
+clog() { journalctl -b --no-pager -o cat -u containerd | tail -n 3; }
+# restart_containerd: (re)start containerd.service with the config above (Type=notify)
+restart_containerd() { systemctl restart containerd && ctr version >/dev/null 2>&1; }
 t0=$SECONDS
-start_containerd || { bad "containerd did not come up: $(tail -n 3 "$CLOG")"; finish; }
+restart_containerd || { bad "containerd did not come up: $(clog)"; finish; }
 if ! ctr -n k8s.io images ls -q | grep -q 'docker.io/local/field:1'; then
     ctr -n k8s.io images import --snapshotter native "$IN/image.tar" >/dev/null 2>&1 || { bad "ctr images import"; finish; }
 fi
@@ -195,6 +199,8 @@ check "three member containers, three different non-zero group cookies" \
     "${WANT[cri]}" != "${WANT[runc]}"
 
 # --- without a follower: what one exec costs per engine, and the probe fails (0x0, timeout) ---
+rc=$(stop_follower)
+note "$REC stopped ($rc): no follower runs"
 for e in "${ENGINES[@]}"; do
     if ((COST_N > 0)); then
         execs "$e" "$COST_N" /bin/true >"$W/$e.cost"
@@ -206,8 +212,8 @@ for e in "${ENGINES[@]}"; do
     check "$e: without a follower the probe times out at cookie 0x0" test "${line#* }" = "1 window_ns=timeout cookie=0x0"
 done
 
-# --- the follower, as the packaged unit starts it ------------------------------------------------
-read -ra FOLLOW <<<"$(sed -n 's/^ExecStart=//p' "$UNIT" | head -n 1)"
+# --- the follower: the installed unit ------------------------------------------------------------
+read -ra FOLLOW <<<"$(systemctl show -p ExecStart --value "$REC" | sed -n 's/.*argv\[\]=\([^;]*\);.*/\1/p')"
 note "the reconcile unit's ExecStart: ${FOLLOW[*]}"
 if [[ " ${FOLLOW[*]} " != *" reconcile --follow"* ]]; then
     bad "the packaged reconcile unit does not run reconcile --follow (ExecStart: ${FOLLOW[*]})"
@@ -219,7 +225,7 @@ if ((${#FOLLOW[@]})); then
     if until_probe_ok 60; then
         note "follower (pid $FPID) up: a probe got the cookie after $((SECONDS - t0)) s"
     else
-        bad "the follower never gave a runc exec probe its cookie in 60 s: $(tail -n 5 "$FLOG")"
+        bad "the follower never gave a runc exec probe its cookie in 60 s: $(flog)"
     fi
     for e in "${ENGINES[@]}"; do
         t0=$SECONDS
@@ -259,10 +265,11 @@ if ((${#FOLLOW[@]})); then
         note "follower CPU over the fork test: not measured (follow.prom events $e0 -> $e1, /proc stat ticks '$s0' -> '$s1')"
     fi
 
-    # (b) the follower killed: an exec'd process stays at 0x0; the restarted follower's start-up
-    # sweep gives it the cookie.
-    kill -9 "$FPID"
-    wait "$FPID" 2>/dev/null
+    # (b) the follower killed (systemctl kill -s KILL) and kept down (systemctl stop, within the
+    # unit's RestartSec): an exec'd process stays at 0x0; the follower started again gives it the
+    # cookie in its start-up sweep.
+    systemctl kill -s KILL "$REC"
+    note "follower killed, then kept down (its main process: $(stop_follower))"
     runc exec -d "$RUNC_ID" /bin/sleep 3602 >/dev/null 2>&1 || bad "runc exec -d sleep 3602"
     sp=
     for _ in $(seq 1 20); do sp=$(pgrep -f '^/bin/sleep 3602$' | head -n 1) && [[ -n $sp ]] && break; sleep 0.5; done
@@ -277,20 +284,16 @@ if ((${#FOLLOW[@]})); then
     until_probe_ok 60 || bad "the restarted follower does not fix exec'd probes"
 
     # (c) containerd restarted: one more ExecSync gets the cookie.
-    kill "$CTRD"
-    wait "$CTRD" 2>/dev/null
-    start_containerd || bad "containerd did not come back: $(tail -n 3 "$CLOG")"
+    restart_containerd || bad "containerd did not come back: $(clog)"
     line=$(execs cri 1 "$PROBE")
     note "ExecSync after containerd's restart: $line"
     check "containerd restarted: an ExecSync probe gets the pod's cookie" \
         test "${line#* }" = "0 window_ns=$(sed -n 's/.* window_ns=\([0-9]*\) .*/\1/p' <<<"$line") cookie=${WANT[cri]}"
 
-    # SIGTERM: exit status 0, the counters written.
+    # systemctl stop (SIGTERM): exit status 0, the counters written.
     cp "$PROM" "$W/follow.prom.before-term" 2>/dev/null
-    kill -TERM "$FPID"
-    wait "$FPID"
-    rc=$?
-    check "SIGTERM: the follower exits 0 (status $rc)" test "$rc" = 0
+    rc=$(stop_follower)
+    check "systemctl stop (SIGTERM): the follower exits 0 ($rc)" test "$rc" = "exited 0"
     check "the follower wrote $PROM" test -s "$PROM"
     cp "$PROM" "$W/follow.prom" 2>/dev/null
     grep -v '^#' "$PROM" 2>/dev/null | grep -E 'events_total|processes_fixed_total|cpu_seconds_total|window_seconds_(count|sum)' | sed 's/^/# follow.prom: /'
@@ -319,6 +322,9 @@ if ((${#FOLLOW[@]})); then
     "${PO[@]}" stop -t 5 ex-follower >/dev/null 2>&1
     note "DaemonSet-like follower's exit code after podman stop: $("${PO[@]}" inspect -f '{{.State.ExitCode}}' ex-follower 2>&1)"
 fi
+# The node's follower again (also checked by the "never" sweep below: it has no cookie).
+start_follower
+note "$REC started again (pid $FPID)"
 
 # --- (d) never: no process outside a member container's cgroup has a cookie ----------------------
 declare -A member_cg
@@ -344,8 +350,7 @@ check "never: all $checked live processes outside member containers' cgroups (co
 
 # --- teardown --------------------------------------------------------------------------------------
 python3 "$HERE/exec_cri.py" "$GEN" down "$CRI_POD" >/dev/null 2>&1 || note "CRI pod teardown failed"
-kill "$CTRD" 2>/dev/null
-wait "$CTRD" 2>/dev/null
+systemctl stop containerd
 "${PO[@]}" rm -f -t 0 ex-crun ex-runc ex-follower >/dev/null 2>&1
 kill "$UNRELATED" 2>/dev/null
 finish

@@ -1,29 +1,48 @@
 #!/bin/bash
-# Field tier, run INSIDE the Debian 13 guest by tests/field/run.sh (`tests/vm/vm.sh field`), in
-# the checkout (seen read-only at /host/...). /run/xchg is the host's exchange directory: in/ holds
-# what the host prepared (the .deb, the image), and results go next to it (logs, captured states).
+# Field tier, run INSIDE the Debian 13 guest by tests/field/run.sh (`tests/vm/vm.sh field`): a
+# service of the guest's own systemd (PID 1), started once the system is up, in the checkout (seen
+# read-only at /host/...). /run/xchg is the host's exchange directory: in/ holds what the host
+# prepared (the .deb, the image), and results go next to it (logs, captured states, the journal).
 #
-# Installs the hook as a node administrator does (dpkg -i, the documented containerd files), then
-# runs the containerd CRI scenarios (tests/field/cri.py: base_runtime_spec; tests/field/nri.py: the
-# NRI plugin, nothing else) and the podman scenarios
-# (tests/field/podman.sh, crun and runc), then the exec window with the follower (tests/field/exec.sh).
-# Prints TAP lines and "field: N passed, M failed". OCH_FIELD_PARTS (default "cri nri podman exec")
-# picks the parts after the installation (for working on one part; CI runs them all).
+# Installs the hook as a node administrator does (`apt install ./….deb`: the package enables and
+# starts the reconcile service and the gc timer), then runs the parts, each a script of its own:
+#   units   tests/field/units.sh: the shipped systemd units, right after the installation and with
+#           the packaged config; at the end of the boot `apt remove` and `apt purge`
+#   cri     tests/field/cri.py: containerd's CRI plugin wired by base_runtime_spec
+#   nri     tests/field/nri.py: containerd with NRI on, the NRI unit as the only wiring
+#   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
+#   exec    tests/field/exec.sh: the exec window, with the follower unit
+# containerd is Debian's containerd.service, (re)started by the parts once they have written its
+# config; its log is its journal. Prints TAP lines and "field: N passed, M failed".
+# OCH_FIELD_PARTS (default: all of them) picks parts (for working on one; CI runs them all).
+#
+# Adding a part: a part_NAME function below (it may use containerd_with, phase, part) and NAME in
+# PARTS_IN_ORDER.
 set -uo pipefail
 X=/run/xchg
 IN=$X/in
 export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
-PARTS=" ${OCH_FIELD_PARTS:-cri nri podman exec} "
+PARTS_IN_ORDER=(cri nri podman exec) # between units.sh check and units.sh remove
+PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]}} "
 want() { [[ $PARTS == *" $1 "* ]]; }
+EX=/usr/share/doc/oci-coresched-hook/examples/containerd
+GEN=/tmp/cri-gen # CRI's api.proto compiled once per boot (cri.py), reused by nri.py and exec_cri.py
+REC=oci-coresched-hook-reconcile.service
 
 note() { echo "# $*" | tee -a "$RESULTS"; }
 ok() { echo "ok - $*" | tee -a "$RESULTS"; }
 bad() { echo "not ok - $*" | tee -a "$RESULTS"; }
 phase() { mkdir -p /run/och-field && echo "$1" >/run/och-field/phase; }
+# save_logs: the boot's journal and containerd's, for the host (kept there when the run fails)
+save_logs() {
+    journalctl -b --no-pager -o short-monotonic >"$X/journal.txt" 2>&1
+    journalctl -b --no-pager -o short-monotonic -u containerd >"$X/containerd.log" 2>&1
+}
 summary() {
     local p f
+    save_logs
     p=$(grep -c '^ok ' "$RESULTS")
     f=$(grep -c '^not ok ' "$RESULTS")
     echo "field: $p passed, $f failed"
@@ -58,21 +77,70 @@ timed() {
     note "$label: $((SECONDS - t0)) s"
     return $rc
 }
+# containerd_with TOML...: /etc/containerd/config.toml = the files concatenated, then (re)start
+# containerd.service (Type=notify: systemctl returns once it serves) and check that its CRI plugin
+# loaded in this run.
+containerd_with() {
+    cat "$@" >/etc/containerd/config.toml || return 1
+    timed "systemctl restart containerd" systemctl restart containerd || {
+        bad "containerd did not start: $(journalctl -b --no-pager -o cat -u containerd | tail -n 5)"
+        return 1
+    }
+    if journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$(systemctl show -p InvocationID --value containerd)" |
+        grep -q 'failed to load plugin io.containerd.grpc.v1.cri'; then
+        bad "containerd's CRI plugin did not load: $(journalctl -b --no-pager -o cat -u containerd | grep 'io.containerd.grpc.v1.cri' | tail -n 2)"
+        return 1
+    fi
+}
+# import_image: the pods' image into containerd's k8s.io namespace, once per boot
+import_image() {
+    ctr -n k8s.io images ls -q | grep -qx docker.io/local/field:1 && return 0
+    timed "ctr images import" quiet "$X/ctr-import.log" ctr -n k8s.io images import --snapshotter native "$IN/image.tar"
+}
 
-note "guest: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), siblings $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list)"
-note "versions: $(dpkg-query -W -f='${Package} ${Version}, ' containerd runc crun podman util-linux-extra)"
+# --- the boot -----------------------------------------------------------------------------------
+state=$(systemctl is-system-running --wait 2>&1)
+# shellcheck source=/dev/null
+note "guest: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), siblings $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list), PID 1 $(cat /proc/1/comm)"
+note "boot: $(systemd-analyze time 2>&1 | head -n 1)"
+note "versions: $(dpkg-query -W -f='${Package} ${Version}, ' systemd containerd runc crun podman util-linux-extra)"
+if [[ $state == running ]]; then
+    ok "the guest's systemd finished booting with no failed unit"
+else
+    bad "the guest's systemd is '$state': $(systemctl --failed --no-legend --plain | tr -s ' ' | tr '\n' ';')"
+fi
 coresched new -- coresched get >/dev/null 2>&1 || setup_failed "coresched cannot create a cookie on this kernel"
 
-# 1. The package, as users install it. Its directories are made first: the guest's root is an
-# overlay without redirect_dir (tmpfs upper without xattrs), where dpkg's rename of a directory it
-# unpacked fails with EXDEV; files are unpacked and renamed into place by dpkg as usual.
+# --- the package, as users install it -----------------------------------------------------------
+# The Debian 13 root keeps services from starting while it is built in a chroot (policy-rc.d);
+# this guest is a node, where the package's maintainer scripts start its units.
+rm -f /usr/sbin/policy-rc.d
+# The package's directories are made first: the guest's root is an overlay without redirect_dir
+# (tmpfs upper without xattrs), where dpkg's rename of a directory it unpacked fails with EXDEV;
+# files are unpacked and renamed into place by dpkg as usual.
 dpkg-deb -c "$IN/oci-coresched-hook.deb" | awk '$1 ~ /^d/ { print substr($6, 2) }' | xargs mkdir -p
-timed "dpkg -i" quiet "$X/dpkg.log" dpkg -i "$IN/oci-coresched-hook.deb" || setup_failed "dpkg -i failed: $(tail -n 5 "$X/dpkg.log")"
+cp "$IN/oci-coresched-hook.deb" /tmp/oci-coresched-hook.deb
+timed "apt install ./oci-coresched-hook.deb" quiet "$X/apt-install.log" \
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/oci-coresched-hook.deb ||
+    setup_failed "apt install failed: $(tail -n 5 "$X/apt-install.log")"
 [[ -x /usr/bin/oci-coresched-hook ]] || setup_failed "the package installed no /usr/bin/oci-coresched-hook"
+# The capture wrapper goes where the engines and the units run the hook; the running follower
+# keeps the binary it started with.
 mkdir -p /usr/lib/och-field
 mv /usr/bin/oci-coresched-hook /usr/lib/och-field/oci-coresched-hook
 install -m 0755 tests/field/capture-hook.sh /usr/bin/oci-coresched-hook
-# The BE rule of the test: core_expeller and sched_idle. Debug log into the exchange directory.
+/usr/bin/oci-coresched-hook --version | sed 's/^/# /'
+mkdir -p /etc/containerd
+
+# --- the parts ----------------------------------------------------------------------------------
+# units: with the packaged config (syslog = true, log_level info), right after the installation.
+if want units; then
+    phase units
+    part "units (installed, sandboxed, restarted)" tests/field/units.sh check "$IN/rootfs.tar"
+fi
+
+# The other parts' config: the BE rule of the tests (core_expeller and sched_idle) and a debug log
+# into the exchange directory. The services read their config at start: the follower restarts.
 cat >/etc/oci-coresched-hook/config.toml <<EOF
 fail_closed = false
 log_level = "debug"
@@ -85,54 +153,54 @@ core_expeller = true
 sched_idle = true
 EOF
 cp /etc/oci-coresched-hook/config.toml "$FIELD_CONFIG_BASE"
-/usr/bin/oci-coresched-hook --version | sed 's/^/# /'
+systemctl restart "$REC" || bad "systemctl restart $REC after the config change failed"
 
-# 2. containerd's CRI plugin, wired as packaging/containerd/ tells users: the installed examples.
-EX=/usr/share/doc/oci-coresched-hook/examples/containerd
-phase containerd-runc
-mkdir -p /etc/containerd
-cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
-cat "$EX/config-1.6-base-runtime-spec.toml" tests/field/containerd-test.toml >/etc/containerd/config.toml
-containerd >"$X/containerd.log" 2>&1 &
-cpid=$!
-t0=$SECONDS
-until [[ -S /run/containerd/containerd.sock ]] && ctr version >/dev/null 2>&1; do
-    kill -0 "$cpid" 2>/dev/null || setup_failed "containerd exited: $(tail -n 5 "$X/containerd.log")"
-    ((SECONDS - t0 < 120)) || setup_failed "containerd socket not up after 120 s"
-    sleep 1
-done
-note "containerd up in $((SECONDS - t0)) s"
-if grep -q 'failed to load plugin io.containerd.grpc.v1.cri' "$X/containerd.log"; then
-    setup_failed "containerd's CRI plugin did not load: $(grep 'io.containerd.grpc.v1.cri' "$X/containerd.log" | tail -n 2)"
-fi
-timed "ctr images import" quiet "$X/ctr-import.log" ctr -n k8s.io images import --snapshotter native "$IN/image.tar" ||
-    setup_failed "ctr images import failed"
-want cri && part "containerd scenarios" python3 tests/field/cri.py /tmp/cri-gen
-kill "$cpid" 2>/dev/null
-wait "$cpid" 2>/dev/null
+# cri: containerd's CRI plugin, wired as packaging/containerd/ tells users (the installed examples).
+part_cri() {
+    phase containerd-runc
+    cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
+    containerd_with "$EX/config-1.6-base-runtime-spec.toml" tests/field/containerd-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    part "containerd scenarios" python3 tests/field/cri.py "$GEN"
+    systemctl stop containerd
+}
 
-# 3. containerd with NRI enabled and nothing else for the hook (the installed
-# config-1.7-nri.toml): the packaged NRI plugin service is the only wiring. nri.py starts the
-# plugin (the unit's ExecStart) and containerd itself, so that it can kill and restart both.
-phase containerd-nri
-cat "$EX/config-1.7-nri.toml" tests/field/containerd-nri-test.toml >/etc/containerd/config.toml
-want nri && part "containerd NRI scenarios" python3 tests/field/nri.py /tmp/cri-gen
+# nri: containerd with NRI enabled and nothing else for the hook (the installed
+# config-1.7-nri.toml): the packaged NRI unit is the only wiring. nri.py enables it before it
+# starts containerd, and restarts and kills both.
+part_nri() {
+    phase containerd-nri
+    containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-nri-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    systemctl stop containerd
+    part "containerd NRI scenarios" python3 tests/field/nri.py "$GEN"
+}
 
-# 4. podman 5 with crun and with runc, through the hooks.d file the package installed (podman
+# podman: podman 5 with crun and with runc, through the hooks.d file the package installed (podman
 # reads /usr/share/containers/oci/hooks.d by default; no --hooks-dir).
-for rt in crun runc; do
-    want podman || break
-    phase "podman-$rt"
-    part "podman scenarios ($rt)" tests/field/podman.sh "$rt" "$IN/rootfs.tar"
-done
+part_podman() {
+    local rt
+    for rt in crun runc; do
+        phase "podman-$rt"
+        part "podman scenarios ($rt)" tests/field/podman.sh "$rt" "$IN/rootfs.tar"
+    done
+}
 
-# 5. The exec window (issue 13): runc/crun/podman exec and CRI ExecSync probes with the follower
-# (the reconcile unit's ExecStart), forks, the follower killed and restarted, a containerd
-# restart, the follower in a DaemonSet-like container, and no host process with a cookie.
-if want exec; then
+# exec: the exec window with the follower unit: runc/crun/podman exec and CRI ExecSync probes,
+# forks, the follower killed and started again, a containerd restart, the follower in a
+# DaemonSet-like container, and no host process with a cookie.
+part_exec() {
     phase exec
-    part "exec window" tests/field/exec.sh "$IN/rootfs.tar" /tmp/cri-gen
-fi
+    part "exec window" tests/field/exec.sh "$IN/rootfs.tar" "$GEN"
+}
+
+for p in "${PARTS_IN_ORDER[@]}"; do
+    if want "$p"; then "part_$p"; fi
+done
 
 note "hook log: $(grep -c 'decision' "$X/hook.log" 2>/dev/null) decisions, $(grep -ciE ' (warn|error) ' "$X/hook.log" 2>/dev/null) warnings/errors"
+if want units; then
+    phase units-remove
+    part "units (apt remove, apt purge)" tests/field/units.sh remove
+fi
 summary

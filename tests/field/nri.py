@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
-# Field tier, inside the Debian 13 guest: containerd 1.7 with NRI enabled and nothing else for the
-# hook (no base_runtime_spec, no pod_annotations, no hook-injector): the packaged NRI plugin
-# service (`oci-coresched-hook nri`, started with the ExecStart of the installed systemd unit) is
-# the only wiring. Pods run through CRI as in cri.py (whose client and readers this reuses); every
-# cookie is read with util-linux `coresched`, cross-checked with the hook's `inspect`.
+# Field tier, inside the Debian 13 guest under its systemd: containerd 1.7 with NRI enabled and
+# nothing else for the hook (no base_runtime_spec, no pod_annotations, no hook-injector): the
+# packaged NRI unit, `oci-coresched-hook-nri.service`, enabled as the README says, is the only
+# wiring. containerd is Debian's containerd.service. Pods run through CRI as in cri.py (whose
+# client and readers this reuses); every cookie is read with util-linux `coresched`, cross-checked
+# with the hook's `inspect`. The plugin's and containerd's logs are their journals.
 #
-# The plugin is started before containerd (the socket is absent: one clear line), killed and
-# restarted between pods (a pod started meanwhile gets its cookie at catch-up), and containerd is
-# restarted under it (it reconnects).
+# The unit is enabled and started before containerd (the socket is absent: one clear line), killed
+# with `systemctl kill -s KILL` and kept down while a pod starts (caught up when it is back, also a
+# container running as uid 1000), killed again and restarted by systemd itself (no cookie moves),
+# and containerd is restarted under it (it reconnects).
 #
 #   nri.py GEN_DIR          prints TAP lines and a summary line
 """containerd NRI-only scenarios of the field tier."""
 
 import os
 import re
-import shlex
-import signal
-import subprocess
 import sys
 import time
 
@@ -25,68 +24,73 @@ import cri as base  # noqa: E402  (the CRI client, coresched reader, TAP counter
 
 from cri import G, P, bad, cached, check, coresched, note, wait_for  # noqa: E402
 
-UNIT = "/lib/systemd/system/oci-coresched-hook-nri.service"
-X = "/run/xchg"
-PLUGIN_LOG = f"{X}/nri-plugin.log"
-CONTAINERD_LOG = f"{X}/containerd-nri.log"
+NRI_UNIT = "oci-coresched-hook-nri.service"
 NRI_SOCKET = "/var/run/nri/nri.sock"
 
 
-def unit_exec_start():
-    """The plugin's command line, as the installed unit runs it."""
-    with open(UNIT) as f:
-        for line in f:
-            if line.startswith("ExecStart="):
-                return shlex.split(line[len("ExecStart=") :].strip())
-    raise RuntimeError(f"{UNIT} has no ExecStart")
+def systemctl(*args):
+    return base.run(["systemctl", *args])
 
 
-class Proc:
-    """A service run the way systemd would (own log, restartable)."""
+class Unit:
+    """A systemd service, driven with systemctl; its log is its journal."""
 
-    def __init__(self, name, argv, log):
-        self.name, self.argv, self.log, self.p = name, argv, log, None
+    def __init__(self, name):
+        self.name = name
+
+    def prop(self, key):
+        return systemctl("show", "-p", key, "--value", self.name).stdout.strip()
 
     def start(self):
-        self.p = subprocess.Popen(self.argv, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        r = systemctl("start", self.name)
+        if r.returncode != 0:
+            raise RuntimeError(f"systemctl start {self.name}: {r.stderr.strip()} {self.log()[-1500:]}")
 
-    def stop(self, sig=signal.SIGTERM, timeout=60):
-        if self.p is None:
-            return None
-        self.p.send_signal(sig)
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-        self.p = None
-        return rc
+    def restart(self):
+        r = systemctl("restart", self.name)
+        if r.returncode != 0:
+            raise RuntimeError(f"systemctl restart {self.name}: {r.stderr.strip()} {self.log()[-1500:]}")
+
+    def stop(self):
+        """systemctl stop; returns how the main process ended ("exited 0", "killed 9", ...)."""
+        systemctl("stop", self.name)
+        return self.ended()
+
+    def kill(self, sig="KILL"):
+        systemctl("kill", "-s", sig, self.name)
+
+    def ended(self):
+        code = {"1": "exited", "2": "killed", "3": "dumped"}.get(self.prop("ExecMainCode"), self.prop("ExecMainCode"))
+        return f"{code} {self.prop('ExecMainStatus')}"
 
     def alive(self):
-        return self.p is not None and self.p.poll() is None
+        return self.prop("ActiveState") == "active"
+
+    def pid(self):
+        return int(self.prop("MainPID") or 0)
+
+    def log(self):
+        """The unit's journal of this boot (its output and systemd's lines about it)."""
+        return base.run(["journalctl", "-b", "--no-pager", "-o", "cat", "-u", self.name]).stdout
+
+    def run_log(self):
+        """The journal of the unit's current (or last) run only."""
+        return base.run(["journalctl", "--no-pager", "-o", "cat", f"_SYSTEMD_INVOCATION_ID={self.prop('InvocationID')}"]).stdout
 
 
-def log_text(path):
-    return open(path, errors="replace").read() if os.path.exists(path) else ""
-
-
-def start_containerd(c):
-    c.start()
-    ok_ = wait_for(
-        lambda: not c.alive() or (os.path.exists("/run/containerd/containerd.sock") and base.run(["ctr", "version"]).returncode == 0),
-        120,
-    )
-    if not ok_ or not c.alive():
-        raise RuntimeError(f"containerd did not come up: {log_text(CONTAINERD_LOG)[-2000:]}")
-    failed = [l for l in log_text(CONTAINERD_LOG).splitlines() if "failed to load plugin io.containerd.grpc.v1.cri" in l]
+def start_containerd(c, restart=False):
+    """Start (or restart) containerd.service (Type=notify: it serves once systemctl returns)."""
+    c.restart() if restart else c.start()
+    if base.run(["ctr", "version"]).returncode != 0:
+        raise RuntimeError(f"containerd does not answer: {c.log()[-2000:]}")
+    failed = [l for l in c.run_log().splitlines() if "failed to load plugin io.containerd.grpc.v1.cri" in l]
     if failed:
         raise RuntimeError(f"containerd's CRI plugin did not load: {failed[-1]}")
 
 
-def plugin_connected(since):
-    """The plugin's log, after offset `since`, says it registered with the runtime."""
-    text = log_text(PLUGIN_LOG)[since:]
-    return "registered as NRI plugin" in text
+def registered(plugin, since):
+    """The plugin's journal, after its first `since` characters, says it registered."""
+    return "registered as NRI plugin" in plugin.log()[since:]
 
 
 def scenarios(cri, plugin, containerd, without):
@@ -98,10 +102,10 @@ def scenarios(cri, plugin, containerd, without):
         pods[name] = (cri.run_pod(sb, handler), sb)
         note(f"pod {namespace}/{name} running ({time.monotonic() - t0:.1f} s, handler {handler or 'default'})")
 
-    def container(pod_name, name, command=None, annotations=None):
+    def container(pod_name, name, command=None, annotations=None, uid=None):
         pod_id, sb = pods[pod_name]
         t0 = time.monotonic()
-        cid = cri.create(pod_id, sb, name, command or ["/bin/sleep", "3600"], annotations)
+        cid = cri.create(pod_id, sb, name, command or ["/bin/sleep", "3600"], annotations, uid)
         cri.start(cid)
         ctrs[f"{pod_name}/{name}"] = cid
         note(f"container {pod_name}/{name} started ({time.monotonic() - t0:.1f} s)")
@@ -110,12 +114,13 @@ def scenarios(cri, plugin, containerd, without):
     def cookie(key):
         return coresched(cri.pid(ctrs[key]))
 
-    # 0. The plugin starts before containerd: no socket yet. One clear line naming the setting,
-    # then it keeps trying; it registers once containerd is up.
-    plugin.start()
+    # 0. The unit is enabled and started as the README says, before containerd: no socket yet.
+    # One clear line naming the setting, then it keeps trying; it registers once containerd is up.
+    r = systemctl("enable", "--now", NRI_UNIT)
+    check(f"systemctl enable --now {NRI_UNIT}", r.returncode == 0, r.stderr)
     time.sleep(3)
-    text = log_text(PLUGIN_LOG)
-    check("plugin started before the runtime: it keeps running", plugin.alive(), text[-1500:])
+    text = plugin.run_log()
+    check("plugin started before the runtime: the unit keeps running", plugin.alive(), text[-1500:])
     lines = [l for l in text.splitlines() if "io.containerd.nri.v1.nri" in l]
     check(
         "no NRI socket: one clear line naming containerd's setting that enables NRI",
@@ -123,7 +128,7 @@ def scenarios(cri, plugin, containerd, without):
         text[-1500:],
     )
     start_containerd(containerd)
-    check("the plugin registers once containerd is up", wait_for(lambda: plugin_connected(0), 90), log_text(PLUGIN_LOG)[-1500:])
+    check("the plugin registers once containerd is up", wait_for(lambda: registered(plugin, 0), 90), plugin.log()[-1500:])
 
     # 1. Pods through NRI only.
     pod("web1", "tenant-a", "burstable", {G: "web", "koordinator.sh/qosClass": "LS"})
@@ -148,7 +153,7 @@ def scenarios(cri, plugin, containerd, without):
     check("NRI only: a pod's container has its group's cookie", web != "0x0", c)
     log = os.path.join(pods["web1"][1].log_directory, "first.log")
     wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
-    first = log_text(log)
+    first = open(log).read() if os.path.exists(log) else ""
     m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", first)
     check(
         "NRI only: the container's first instruction already ran under its group's cookie",
@@ -169,65 +174,94 @@ def scenarios(cri, plugin, containerd, without):
     check("BestEffort (kubelet cgroup parent): the BE rule's expeller group", cache.get(ctrs["be/c1"]) == want, cache)
     cg = f"/sys/fs/cgroup/kubepods/besteffort/poduid-be/{ctrs['be/c1']}/cpu.idle"
     idle = open(cg).read().strip() if os.path.exists(cg) else f"missing {cg}"
-    check("BestEffort: cpu.idle = 1", idle == "1", idle)
+    check("BestEffort: cpu.idle = 1 (written by the unit's plugin through the hook it injected)", idle == "1", idle)
     sb = coresched(cri.sandbox_pid(pods["web1"][0]))
     check("the pod sandbox (pause) container gets no hook through NRI: cookie 0", sb == "0x0", sb)
 
-    # 2. The plugin killed: a container started meanwhile runs without a cookie; once the plugin
-    # is back, Synchronize catches it up; the running ones are untouched.
-    rc = plugin.stop(signal.SIGKILL)
-    note(f"plugin killed (status {rc})")
+    # 2. The plugin killed (systemctl kill -s KILL) and kept down (systemctl stop, within the
+    # unit's RestartSec): containers started meanwhile run without a cookie; once the unit is
+    # started again, Synchronize catches them up, also one running as uid 1000 (prctl on another
+    # user's process under the unit's sandbox); the running ones are untouched.
+    plugin.kill("KILL")
+    rc = plugin.stop()
+    note(f"plugin killed and kept down (its main process: {rc})")
     pod("down", "tenant-a", "burstable", {G: "web"})
     mark = len(cri.timings)
-    for name in ("web", "b", "c"):
-        container("down", name)
+    container("down", "web")
+    container("down", "b")
+    container("down", "c", uid=1000)
     without.extend(secs for m, secs in cri.timings[mark:] if m == "CreateContainer")
-    before = {k: cookie(f"down/{k}") for k in ("web", "b", "c")}
+    down = ("web", "b", "c")
+    before = {k: cookie(f"down/{k}") for k in down}
     check("plugin down: the containers start, without a cookie", set(before.values()) == {"0x0"}, before)
-    since = len(log_text(PLUGIN_LOG))
+    since = len(plugin.log())
     plugin.start()
-    check("the restarted plugin registers", wait_for(lambda: plugin_connected(since), 90), log_text(PLUGIN_LOG)[since:][-1500:])
-    caught = wait_for(lambda: all(cookie(f"down/{k}") == web for k in ("web", "b", "c")), 60)
-    after = {k: cookie(f"down/{k}") for k in ("web", "b", "c")}
+    check("the unit started again: the plugin registers", wait_for(lambda: registered(plugin, since), 90), plugin.log()[since:][-1500:])
+    caught = wait_for(lambda: all(cookie(f"down/{k}") == web for k in down), 60)
+    after = {k: cookie(f"down/{k}") for k in down}
     check("catch-up: the containers started while the plugin was down have their group's cookie", caught, after)
+    uid = base.run(["stat", "-c", "%u", f"/proc/{cri.pid(ctrs['down/c'])}"]).stdout.strip()
+    check(
+        "catch-up under the unit's sandbox: the container running as uid 1000 got the cookie too",
+        uid == "1000" and after["c"] == web,
+        f"uid {uid}, cookie {after['c']}",
+    )
     check("the plugin's restart left running containers' cookies alone", cookie("web1/web") == web and cookie("web3/web") == c["web3/web"])
 
-    # 3. containerd restarted under the plugin: it reconnects, new pods are covered.
-    since = len(log_text(PLUGIN_LOG))
-    rc = containerd.stop()
-    note(f"containerd stopped (status {rc})")
-    start_containerd(containerd)
-    check("containerd restarted: the plugin reconnects", wait_for(lambda: plugin_connected(since), 120), log_text(PLUGIN_LOG)[since:][-1500:])
-    check("the plugin survived containerd's restart", plugin.alive())
+    # 3. systemctl kill -s KILL, left to systemd: Restart=always brings the plugin back, it
+    # registers again, and no cookie moves.
+    pid0, n0 = plugin.pid(), int(plugin.prop("NRestarts") or 0)
+    since = len(plugin.log())
+    t0 = time.monotonic()
+    plugin.kill("KILL")
+    back = wait_for(lambda: int(plugin.prop("NRestarts") or 0) == n0 + 1 and plugin.alive() and plugin.pid() not in (0, pid0), 60)
+    check(
+        f"systemctl kill -s KILL {NRI_UNIT}: systemd restarted it (NRestarts {n0} -> {plugin.prop('NRestarts')}, "
+        f"{time.monotonic() - t0:.0f} s)",
+        back,
+        plugin.ended(),
+    )
+    check("the plugin restarted by systemd registers again", wait_for(lambda: registered(plugin, since), 90), plugin.log()[since:][-1500:])
+    keys = ["web1/web", "web2/web", "web3/web", "crun1/web", "be/c1"] + [f"down/{k}" for k in down]
+    want_after = {k: c.get(k, web) for k in keys}
+    now = {k: cookie(k) for k in keys}
+    check("through the kill and systemd's restart of the plugin every container keeps its cookie", now == want_after, f"{now} != {want_after}")
+
+    # 4. containerd restarted under the plugin: it reconnects, new pods are covered.
+    since = len(plugin.log())
+    pid = plugin.pid()
+    start_containerd(containerd, restart=True)
+    note("containerd restarted (systemctl restart containerd)")
+    check("containerd restarted: the plugin reconnects", wait_for(lambda: registered(plugin, since), 120), plugin.log()[since:][-1500:])
+    check("the plugin survived containerd's restart (same process)", plugin.alive() and plugin.pid() == pid, f"{pid} -> {plugin.pid()}")
     pod("after", "tenant-b", "burstable", {G: "web"})
     container("after", "web")
     check("after containerd's restart a new pod joins its group's cookie", cookie("after/web") == c["web3/web"], cookie("after/web"))
 
-    # 4. Teardown as kubelet does: poststop (injected by the plugin) forgets every container.
+    # 5. Teardown as kubelet does: poststop (injected by the plugin) forgets every container.
     for pod_id, _ in pods.values():
         cri.call("StopPodSandbox", cri.pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), cri.pb.StopPodSandboxResponse)
         cri.call("RemovePodSandbox", cri.pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), cri.pb.RemovePodSandboxResponse)
-    # The containers caught up at Synchronize had no injected poststop: it stays cached until
-    # `gc` (the packaged timer) sees its init gone.
-    down = {ctrs[f"down/{k}"] for k in ("web", "b", "c")}
-    wait_for(lambda: set(cached()) <= down, 60)
+    # The containers caught up at Synchronize had no injected poststop: they stay cached until
+    # `gc` (the packaged timer) sees their init gone.
+    caught_up = {ctrs[f"down/{k}"] for k in down}
+    wait_for(lambda: set(cached()) <= caught_up, 60)
     left = cached()
-    check("every pod removed: the cache holds no container but the caught-up ones", set(left) <= down, left)
+    check("every pod removed: the cache holds no container but the caught-up ones", set(left) <= caught_up, left)
     gc = base.run([base.HOOK, "gc"])
     check("gc drops the caught-up containers once they are gone", gc.returncode == 0 and not cached(), f"{gc.stdout}{gc.stderr}{cached()}")
-    errors = [l for l in log_text(PLUGIN_LOG).splitlines() if re.search(r"\b(panick|panic)", l)]
+    errors = [l for l in plugin.log().splitlines() if re.search(r"\b(panick|panic)", l)]
     check("the plugin never panicked", not errors, errors)
     rc = plugin.stop()
-    check("SIGTERM: the plugin exits 0", rc == 0, f"exit status {rc}")
+    check(f"systemctl stop (SIGTERM): the plugin exits 0 ({rc})", rc == "exited 0", rc)
 
 
 def main():
     gen = sys.argv[1]
     pb = base.compile_proto(gen)
     cri = base.Cri(pb)
-    plugin = Proc("plugin", unit_exec_start(), PLUGIN_LOG)
-    containerd = Proc("containerd", ["containerd"], CONTAINERD_LOG)
-    note("plugin command (from the unit): " + " ".join(plugin.argv))
+    plugin, containerd = Unit(NRI_UNIT), Unit("containerd.service")
+    note("plugin command (the unit's ExecStart): " + plugin.prop("ExecStart"))
     without = []  # CreateContainer times with NRI on but no plugin connected
     try:
         scenarios(cri, plugin, containerd, without)
@@ -236,8 +270,10 @@ def main():
 
         bad(f"containerd NRI scenarios aborted: {type(e).__name__}", traceback.format_exc())
     finally:
-        plugin.stop()
+        # The node's state for the next parts: no NRI plugin, no containerd.
+        systemctl("disable", "--now", NRI_UNIT)
         containerd.stop()
+
     def stats(v):
         v = sorted(v)
         return f"n={len(v)} median={v[len(v) // 2]:.2f} max={v[-1]:.2f}" if v else "n=0"

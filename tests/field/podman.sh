@@ -1,7 +1,7 @@
 #!/bin/bash
-# Field tier, inside the Debian 13 guest (tests/field/guest.sh): podman 5 with one OCI runtime,
-# cgroup v2, through the hooks.d file the package installed (podman's default hooks_dir; no
-# --hooks-dir). Cookies are read with util-linux `coresched get -s PID` and cross-checked with the
+# Field tier, inside the Debian 13 guest under its systemd (tests/field/guest.sh): podman 5 with
+# one OCI runtime, cgroup v2, through the hooks.d file the package installed (podman's default
+# hooks_dir; no --hooks-dir). Cookies are read with util-linux `coresched get -s PID` and cross-checked with the
 # hook's `inspect`.
 #   podman.sh RUNTIME ROOTFS_TAR        RUNTIME: crun or runc; prints TAP lines
 set -uo pipefail
@@ -66,7 +66,10 @@ check "a1 has a cookie" test "${a1:0:2}" = 0x -a "$a1" != 0x0
 check "two containers of one group share a cookie" test "$a1" = "$a2"
 check "the same group name in another namespace is another cookie" test "${b1:0:2}" = 0x -a "$b1" != 0x0 -a "$b1" != "$a1"
 
-# podman exec: no hook runs; reconcile gives the process its container's cookie.
+# podman exec: no hook runs; reconcile gives the process its container's cookie. The follower
+# unit (which would give it the cookie first) is stopped meanwhile, so that reconcile is what does.
+REC=oci-coresched-hook-reconcile.service
+systemctl stop "$REC" || bad "systemctl stop $REC"
 "${PO[@]}" exec -d "$rt-a1" /bin/sleep 3601 >/dev/null 2>&1 || bad "podman exec -d $rt-a1"
 epid=
 for _ in $(seq 1 30); do
@@ -76,11 +79,13 @@ done
 if [[ -n $epid ]]; then
     before=$(cookie "$epid")
     echo "# exec'd pid $epid has $before before reconcile"
+    check "with no follower running, the podman exec'd process has cookie 0x0" test "$before" = 0x0
     "$HOOK" reconcile >/dev/null 2>&1 || bad "reconcile exited non-zero"
     check "podman exec'd process gets the container's cookie from reconcile" test "$(cookie "$epid")" = "$a1"
 else
     bad "podman exec'd process not found"
 fi
+systemctl start "$REC" || bad "systemctl start $REC"
 
 # stop: podman itself runs poststop (its cleanup process), which forgets the container.
 id=$(id_of "$rt-a1")

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Tier 4, the field tier: the engines users run, on the real CONFIG_SCHED_CORE kernel. Boots the
-# VM tier's kernel with the Debian 13 root (`tests/vm/vm.sh field`; the root is built once by
-# debootstrap and cached, keyed by tests/vm/trixie-packages.txt) and runs tests/field/guest.sh in
-# it: containerd 1.7 CRI pods wired by base_runtime_spec as packaging/containerd/ documents, podman
-# 5 with crun and runc through the packaged hooks.d file. Cookies are read by util-linux coresched.
+# VM tier's kernel with the Debian 13 root and its own systemd as PID 1 (`tests/vm/vm.sh field`;
+# the root is built once by debootstrap and cached, keyed by tests/vm/trixie-packages.txt) and runs
+# tests/field/guest.sh in it as a service: the .deb installed with apt and its systemd units,
+# containerd 1.7 CRI pods wired by base_runtime_spec as packaging/containerd/ documents and by the
+# NRI unit, podman 5 with crun and runc through the packaged hooks.d file, the exec window with the
+# follower unit. Cookies are read by util-linux coresched.
 #
 #   tests/field/run.sh [--update-fixtures]
 #
@@ -11,7 +13,7 @@
 # --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
 # The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
 # into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
-# Env passed to the guest: OCH_FIELD_PARTS (default "cri nri podman exec"), OCH_EXEC_N,
+# Env passed to the guest: OCH_FIELD_PARTS (default "units cri nri podman exec"), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
@@ -65,7 +67,7 @@ if ((update)); then
     python3 tests/field/fixtures.py "$X/states" tests/fixtures/field
 fi
 if ((rc != 0)); then
-    log "FAILED; logs and captured states kept in $X (hook.log, containerd.log, results.tap, states/)"
+    log "FAILED; logs and captured states kept in $X (results.tap, journal.txt, containerd.log, hook.log, states/)"
     exit "$rc"
 fi
 if [[ ${OCH_FIELD_KEEP:-0} == 1 ]]; then
