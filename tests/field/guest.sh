@@ -12,6 +12,8 @@
 #   nri     tests/field/nri.py: containerd with NRI on, the NRI unit as the only wiring
 #   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
 #   exec    tests/field/exec.sh: the exec window, with the follower unit
+#   daemonset  tests/field/daemonset.py: packaging/kubernetes/daemonset.yaml run as kubelet would
+#           (tests/field/kubelet.py), after everything else: it purges the package first
 # containerd is Debian's containerd.service, (re)started by the parts once they have written its
 # config; its log is its journal. Prints TAP lines and "field: N passed, M failed".
 # OCH_FIELD_PARTS (default: all of them) picks parts (for working on one; CI runs them all).
@@ -25,7 +27,7 @@ export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
 PARTS_IN_ORDER=(cri nri podman exec) # between units.sh check and units.sh remove
-PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]}} "
+PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} daemonset} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
 GEN=/tmp/cri-gen # CRI's api.proto compiled once per boot (cri.py), reused by nri.py and exec_cri.py
@@ -202,5 +204,9 @@ note "hook log: $(grep -c 'decision' "$X/hook.log" 2>/dev/null) decisions, $(gre
 if want units; then
     phase units-remove
     part "units (apt remove, apt purge)" tests/field/units.sh remove
+fi
+if want daemonset; then
+    phase daemonset
+    part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar"
 fi
 summary

@@ -9,11 +9,12 @@
 #
 #   tests/field/run.sh [--update-fixtures]
 #
-# Builds the .deb (scripts/package.sh deb) and the pods' image from the Debian 13 root on the host.
+# Builds the .deb and the DaemonSet's installer image (scripts/package.sh deb image) and the pods'
+# image from the Debian 13 root on the host.
 # --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
 # The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
 # into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
-# Env passed to the guest: OCH_FIELD_PARTS (default "units cri nri podman exec"), OCH_EXEC_N,
+# Env passed to the guest: OCH_FIELD_PARTS (default "units cri nri podman exec daemonset"), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
@@ -31,7 +32,8 @@ log() { printf 'field: %s\n' "$*" >&2; }
 
 tests/vm/vm.sh deps
 ROOT=$(tests/vm/vm.sh rootfs)
-scripts/package.sh deb >/dev/null
+rm -f target/packaging/oci-coresched-hook-image.tar # never a stale one: built below, or missing
+scripts/package.sh deb image >/dev/null
 DEB=$(find target/debian -maxdepth 1 -name 'oci-coresched-hook_*_amd64.deb' -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d' ' -f2-)
 [[ -f $DEB ]] || { log "no .deb under target/debian after scripts/package.sh deb"; exit 1; }
 # The probe, with scripts/package.sh's static flags and target (the same build cache).
@@ -49,6 +51,8 @@ chmod 755 "$X"
 mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
 python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window"
+# The DaemonSet part's node installer image, as `make package` builds it (the part fails without it).
+if [[ -f target/packaging/oci-coresched-hook-image.tar ]]; then cp -- target/packaging/oci-coresched-hook-image.tar "$X/in/"; fi
 
 # Under CI every part runs: a left-over OCH_FIELD_PARTS must not quietly drop one.
 if [[ -n ${CI:-} && -n ${OCH_FIELD_PARTS:-} ]]; then
