@@ -10,6 +10,8 @@
 #           the packaged config; at the end of the boot `apt remove` and `apt purge`
 #   cri     tests/field/cri.py: containerd's CRI plugin wired by base_runtime_spec
 #   nri     tests/field/nri.py: containerd with NRI on, the NRI unit as the only wiring
+#   systemd-cgroup  tests/field/systemd_cgroup.py: kubelet's systemd cgroup driver (runc and crun
+#           with SystemdCgroup = true), the NRI unit and one base_runtime_spec pod
 #   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
 #   exec    tests/field/exec.sh: the exec window, with the follower unit
 #   daemonset  tests/field/daemonset.py: packaging/kubernetes/daemonset.yaml run as kubelet would
@@ -26,7 +28,7 @@ IN=$X/in
 export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
-PARTS_IN_ORDER=(cri nri podman exec) # between units.sh check and units.sh remove
+PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec) # between units.sh check and units.sh remove
 PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} daemonset} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
@@ -176,6 +178,17 @@ part_nri() {
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     systemctl stop containerd
     part "containerd NRI scenarios" python3 tests/field/nri.py "$GEN"
+}
+
+# systemd-cgroup: containerd's runc and crun handlers with SystemdCgroup = true, pods under
+# kubelet's systemd slices, the NRI unit as the wiring and one pod by base_runtime_spec.
+part_systemd-cgroup() {
+    phase containerd-systemd
+    cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
+    containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    part "containerd, systemd cgroup driver" python3 tests/field/systemd_cgroup.py "$GEN"
+    systemctl stop containerd
 }
 
 # podman: podman 5 with crun and with runc, through the hooks.d file the package installed (podman
