@@ -3,9 +3,12 @@
 //! or on a node where the hook was installed with containers running (the `rebuild` command).
 //!
 //! For each container whose init is alive with the recorded start time, the decision is computed
-//! exactly as the hook would ([`ContainerInput::from_runtime`], lifecycle ensure), the cookie on the init is read
-//! with a GET, and the container is recorded as a member of its group with the cookie as seen.
-//! A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
+//! exactly as the hook would ([`ContainerInput::from_runtime`], lifecycle ensure), the cookie on
+//! the init is read with a GET, and the container is recorded as a member of its group with the
+//! cookie as seen. A container that holds no cookie is reported and not recorded: it has nothing
+//! for the next members to share, and where the NRI plugin did not adjust it (it started while the
+//! plugin was away, or it is the plugin's own) its state lacks its pod's annotations, so its group
+//! would be a guess. A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
 //! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
 //! so members are recorded oldest first, by start time).
 //!
@@ -47,7 +50,7 @@ pub struct Rebuilt {
     pub group: String,
     /// Init pid.
     pub pid: Pid,
-    /// Cookie on the init now (`0x0`: none yet; the next ensure of the group gives it one).
+    /// Cookie on the init now (never `0x0`: a container without a cookie is not recorded).
     pub cookie: String,
     /// The root it was found in.
     pub root: PathBuf,
@@ -209,6 +212,18 @@ pub fn reload<K: CoreSched>(
                     store.remove_member(&c.id)?;
                 }
                 report.skipped.push(skip(reason));
+                continue;
+            }
+            if cookie == 0 {
+                // Nothing to share from, and its group is only a guess: a container that the NRI
+                // plugin did not adjust (started while it was away, or the plugin's own) carries
+                // none of its pod's annotations in the runtime's state. A cached row stays as it
+                // is: the next ensure of its group repairs a member that lost its cookie.
+                report.skipped.push(skip(format!(
+                    "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
+                     runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
+                    decision.group.as_deref().unwrap_or("-")
+                )));
                 continue;
             }
             candidates.push(Candidate { c, root: root.path.clone(), decision, task, cookie });

@@ -26,9 +26,7 @@ pub fn render(report: &RebuildReport) -> String {
         s.push_str(&format!("{:<40} {:<20} {:>8} COOKIE\n", "GROUP", "CONTAINER", "PID"));
         for m in &report.members {
             let id: String = m.id.chars().take(20).collect();
-            let note =
-                if m.cookie == "0x0" { " (no cookie yet: the next ensure of the group gives it one)" } else { "" };
-            s.push_str(&format!("{:<40} {:<20} {:>8} {}{note}\n", m.group, id, m.pid, m.cookie));
+            s.push_str(&format!("{:<40} {:<20} {:>8} {}\n", m.group, id, m.pid, m.cookie));
         }
     }
     for k in &report.skipped {

@@ -144,6 +144,7 @@ fn unreadable_reused_duplicate_and_missing_are_reported() {
     w.fp.spawn(100, 1111, 0, "/a").unwrap();
     w.runc("runc", "reused", 100, 1000, &web, "b");
     w.fp.spawn(200, 2000, 0, "/b").unwrap();
+    w.kernel.force(200, 0x5eed_0000_0050);
     w.runc("runc", "twice", 200, 2000, &web, "b");
     w.runc("runc2", "twice", 200, 2000, &web, "b");
     let r = w.rebuild(&[
@@ -188,4 +189,23 @@ fn default_roots_are_the_documented_ones() {
     assert!(roots.contains(&RuntimeRoot::runc("/run/containerd/runc/k8s.io")));
     assert!(roots.contains(&RuntimeRoot::runc("/run/containerd/runc/default")));
     assert_eq!(roots.last(), Some(&RuntimeRoot::crun("/run/crun")));
+}
+
+#[test]
+fn a_container_without_a_cookie_is_reported_not_recorded_in_a_guessed_group() {
+    // On containerd's NRI route a container the plugin did not adjust carries no pod annotations
+    // in its state: its group here would be the pod's default whatever the pod says.
+    let w = World::new();
+    let web = annotations(&[]);
+    w.fp.spawn(100, 1000, 0, "/kubepods/burstable/pod1/r1").unwrap();
+    w.fp.spawn(200, 2000, 0, "/kubepods/burstable/pod1/r2").unwrap();
+    w.kernel.force(100, 0x5eed_0000_0040);
+    w.runc("runc", "r1", 100, 1000, &web, "b");
+    w.runc("runc", "r2", 200, 2000, &web, "b");
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    assert_eq!(r.members.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["r1"]);
+    let why = skipped(&r, "r2");
+    assert!(why.contains("holds no cookie: not recorded") && why.contains("default/web"), "{why}");
+    assert!(w.store.member("r2").unwrap().is_none());
+    assert!(render(&r).contains("recorded 1 containers in 1 groups"), "{}", render(&r));
 }
