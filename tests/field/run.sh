@@ -65,7 +65,13 @@ genv=()
 for v in OCH_FIELD_PARTS OCH_EXEC_N OCH_EXEC_N_RUNC OCH_EXEC_N_CRUN OCH_EXEC_N_PODMAN OCH_EXEC_N_CRI OCH_EXEC_FORKS OCH_EXEC_COST_N; do
     [[ -n ${!v:-} ]] && genv+=(--env "$v=${!v}")
 done
-tests/vm/vm.sh field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" "${genv[@]}" -- tests/field/guest.sh || rc=$?
+# The guest runs the scripts of a copy taken now (tests/field/ and packaging/, all the parts read):
+# bash reads a script as it runs it, so an edit to the checkout during the guest's run would
+# change what the running guest executes.
+S=$X/src
+mkdir -p "$S/tests" && cp -a tests/field "$S/tests/" && cp -a packaging "$S/"
+REPO=$PWD
+(cd "$S" && "$REPO/tests/vm/vm.sh" field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" "${genv[@]}" -- tests/field/guest.sh) || rc=$?
 log "guest run: $(($(date +%s) - start)) s, exit status $rc"
 if ((update)); then
     python3 tests/field/fixtures.py "$X/states" tests/fixtures/field
