@@ -267,6 +267,7 @@ impl World {
                             pod_name: Some(format!("seed-{i}")),
                             pod_uid: Some(format!("uid-{i}")),
                             container_name: Some("app".into()),
+                            idle_cgroup: None,
                         },
                         // Far above any pid_max: never alive, never touched (its group is never ensured).
                         ..Member::new(

@@ -32,6 +32,15 @@ pub enum CgroupError {
         #[source]
         source: std::io::Error,
     },
+    /// A read failed.
+    #[error("failed to read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The cgroup mount.
@@ -73,6 +82,54 @@ pub fn set_idle(root: &Path, cgroup: &str) -> Result<PathBuf, CgroupError> {
     }
     std::fs::write(&path, "1").map_err(|source| CgroupError::Write { path: path.clone(), source })?;
     Ok(path)
+}
+
+/// Writes `cpu.idle = 1` in the cgroup unless it reads 1 already. `Ok(None)` when it was 1 or the
+/// cgroup is gone (its container stopped); `Ok(Some(file))` when it had been reset and is 1 again.
+pub fn restore_idle(root: &Path, cgroup: &str) -> Result<Option<PathBuf>, CgroupError> {
+    let path = file(root, cgroup, "cpu.idle")?;
+    match std::fs::read_to_string(&path) {
+        Ok(v) if v.trim() == "1" => Ok(None),
+        Ok(_) => {
+            std::fs::write(&path, "1").map_err(|source| CgroupError::Write { path: path.clone(), source })?;
+            Ok(Some(path))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV) => Ok(None),
+        Err(source) => Err(CgroupError::Read { path, source }),
+    }
+}
+
+/// The cgroup whose `cpu.idle` a container of a `sched_idle` class gets: the container's own one,
+/// whose weight its runtime sets. The init's cgroup (`init`, as `/proc/PID/cgroup` gives it),
+/// except under a systemd cgroup driver: there `linux.cgroupsPath` reads `SLICE:PREFIX:NAME`, the
+/// container's cgroup is the unit the runtime asked systemd for (`PREFIX-NAME.scope`), and crun
+/// runs the init one level below it (in a child cgroup `container`), where `cpu.idle` would only
+/// rank it against its own siblings. The deepest component of `init` named like that unit ends
+/// the path; without one, `init` it is.
+pub fn idle_target(init: &str, cgroups_path: Option<&str>) -> String {
+    let unit = cgroups_path.and_then(|p| {
+        let mut parts = p.split(':');
+        let (Some(slice), Some(prefix), Some(name), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        if slice.contains('/') || name.is_empty() {
+            return None;
+        }
+        Some(if name.ends_with(".slice") || name.ends_with(".scope") {
+            name.to_string()
+        } else if prefix.is_empty() {
+            format!("{name}.scope")
+        } else {
+            format!("{prefix}-{name}.scope")
+        })
+    });
+    let Some(unit) = unit else { return init.to_string() };
+    let parts: Vec<&str> = init.split('/').collect();
+    match parts.iter().rposition(|c| *c == unit) {
+        Some(i) => parts[..=i].join("/"),
+        None => init.to_string(),
+    }
 }
 
 /// The directory of cgroup `cgroup` (a path as `/proc/PID/cgroup` gives it) under the cgroup
@@ -140,6 +197,43 @@ mod tests {
         assert!(matches!(set_idle(root.path(), "/kubepods/x"), Err(CgroupError::NoIdleFile(_))));
         assert!(matches!(set_idle(root.path(), "/a/../../etc"), Err(CgroupError::BadPath(_))));
         assert!(matches!(set_idle(root.path(), "relative"), Err(CgroupError::BadPath(_))));
+    }
+
+    #[test]
+    fn restore_idle_writes_only_a_reset_value() {
+        let root = tempfile::tempdir().unwrap();
+        let cg = root.path().join("k/c.scope");
+        std::fs::create_dir_all(&cg).unwrap();
+        std::fs::write(cg.join("cpu.idle"), "1\n").unwrap();
+        assert_eq!(restore_idle(root.path(), "/k/c.scope").unwrap(), None, "already 1");
+        std::fs::write(cg.join("cpu.idle"), "0\n").unwrap();
+        assert_eq!(restore_idle(root.path(), "/k/c.scope").unwrap(), Some(cg.join("cpu.idle")));
+        assert_eq!(std::fs::read_to_string(cg.join("cpu.idle")).unwrap(), "1");
+        assert_eq!(restore_idle(root.path(), "/k/gone.scope").unwrap(), None, "a stopped container");
+        assert!(matches!(restore_idle(root.path(), "/k/../etc"), Err(CgroupError::BadPath(_))));
+    }
+
+    #[test]
+    fn the_idle_cgroup_is_the_containers_unit_under_systemd() {
+        let runc = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-abc.scope";
+        let crun = format!("{runc}/container");
+        let path = Some("kubepods-besteffort-pod1.slice:cri-containerd:abc");
+        assert_eq!(idle_target(runc, path), runc);
+        assert_eq!(idle_target(&crun, path), runc, "crun's child cgroup: the scope it is in");
+        // podman's libpod scope, a unit named whole, no prefix.
+        assert_eq!(
+            idle_target("/machine.slice/libpod-x.scope/container", Some("machine.slice:libpod:x")),
+            "/machine.slice/libpod-x.scope"
+        );
+        assert_eq!(idle_target("/s.slice/x.scope/container", Some("s.slice::x")), "/s.slice/x.scope");
+        // cgroupfs: the path itself; a systemd-form path that names no component of it changes nothing.
+        assert_eq!(
+            idle_target("/kubepods/besteffort/pod1/abc", Some("/kubepods/besteffort/pod1/abc")),
+            "/kubepods/besteffort/pod1/abc"
+        );
+        assert_eq!(idle_target("/a/b.scope/container", Some("s.slice:p:other")), "/a/b.scope/container");
+        assert_eq!(idle_target("/a/b", None), "/a/b");
+        assert_eq!(idle_target("/a/b", Some("a:b")), "/a/b");
     }
 
     #[test]

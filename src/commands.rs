@@ -109,6 +109,7 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         state_dir: sys.state_dir.clone(),
         lock_timeout: config.lock_timeout(),
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
+        cgroup_root: sys.cgroup_root.clone(),
     };
     crate::follow::run(&opts, &sys.kernel, &sys.proc, || {
         if !StateDir::has_cache(&sys.state_dir)? {

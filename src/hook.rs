@@ -198,7 +198,7 @@ pub fn run_relaying_on<K: CoreSched>(
                 pid,
                 labels: decision.labels(cgroup.clone()),
             };
-            let sched_idle = decision.sched_idle;
+            let (sched_idle, idle_cgroup) = (decision.sched_idle, req.labels.idle_cgroup.clone());
             crate::timing::mark("state dir + /proc cgroup");
             with_store(
                 &dir,
@@ -212,7 +212,9 @@ pub fn run_relaying_on<K: CoreSched>(
                     // The cookie is set and its record written: from here on nothing may undo the
                     // record (the transaction commits), or the next member would find no one and
                     // create a second cookie. A failure is counted and reported on its own.
-                    let idle = cgroup
+                    // The container's own cgroup (its systemd scope under that driver), recorded in
+                    // the row: the follower sets it again when the runtime or systemd reset it.
+                    let idle = idle_cgroup
                         .as_deref()
                         .ok_or(CgroupError::NoCgroup(pid))
                         .and_then(|cg| cgroup::set_idle(&sys.cgroup_root, cg));

@@ -161,3 +161,32 @@ fn the_hook_relays_on_its_own_thread_and_long_running_commands_on_fresh_ones() {
     assert_eq!(e.kernel.get(4242).unwrap(), cookie);
     assert_eq!(e.kernel.get(0).unwrap(), cookie, "the hook's own thread relayed the share");
 }
+
+/// Under a systemd cgroup driver crun runs the init in a child cgroup `container` of the scope the
+/// runtime asked systemd for: `cpu.idle` goes to the scope, the container's own cgroup (whose
+/// weight the runtime sets), and the row records it for the follower.
+#[test]
+fn cpu_idle_goes_to_the_containers_scope_and_is_recorded() {
+    let e = env();
+    let scope = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-c1.scope";
+    let init_cg = format!("{scope}/container");
+    e.fp.spawn(4242, 42, 0, &init_cg).unwrap();
+    let cg = e.dir.path().join("cg");
+    for d in [scope.to_string(), init_cg.clone()] {
+        std::fs::create_dir_all(cg.join(&d[1..])).unwrap();
+        std::fs::write(cg.join(&d[1..]).join("cpu.idle"), "0").unwrap();
+    }
+    let bundle = e.dir.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let spec = r#"{"linux": {"cgroupsPath": "kubepods-besteffort-pod1.slice:cri-containerd:c1"}}"#;
+    std::fs::write(bundle.join("config.json"), spec).unwrap();
+    let state = format!(r#"{{"id":"c1","status":"created","pid":4242,"bundle":"{}"}}"#, bundle.display());
+    let config = Config::parse("[qos.BE]\nsched_idle = true\n", std::path::Path::new("t.toml")).unwrap();
+    assert!(matches!(e.run(&state, &config).unwrap(), Done::Ensured(_)));
+    assert_eq!(std::fs::read_to_string(cg.join(&scope[1..]).join("cpu.idle")).unwrap(), "1");
+    assert_eq!(std::fs::read_to_string(cg.join(&init_cg[1..]).join("cpu.idle")).unwrap(), "0", "not crun's child");
+    let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
+    let m = store.member("c1").unwrap().unwrap();
+    assert_eq!(m.labels.idle_cgroup.as_deref(), Some(scope));
+    assert_eq!(m.labels.cgroup.as_deref(), Some(init_cg.as_str()));
+}

@@ -157,7 +157,8 @@ impl ContainerInput {
         }
     }
 
-    /// The decision, with the pod labels the cache records filled from the same annotations.
+    /// The decision, with the pod labels the cache records filled from the same annotations, and
+    /// the cgroup path the `cpu.idle` cgroup is found with.
     pub fn decide(&self, config: &Config) -> Result<Decision, BadContainerId> {
         let input = policy::Input {
             lifecycle: self.lifecycle,
@@ -168,6 +169,7 @@ impl ContainerInput {
         };
         let mut decision = policy::decide(&input, config)?;
         decision.pod = PodLabels::from_annotations(&self.annotations);
+        decision.cgroups_path = self.cgroups_path.clone();
         Ok(decision)
     }
 }

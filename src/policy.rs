@@ -125,6 +125,10 @@ pub struct Decision {
     /// `explain`.
     #[serde(skip)]
     pub pod: PodLabels,
+    /// The input's `linux.cgroupsPath`, for the cgroup `cpu.idle` goes to
+    /// ([`crate::cgroup::idle_target`]). Filled like `pod`, not printed by `explain`.
+    #[serde(skip)]
+    pub cgroups_path: Option<String>,
 }
 
 /// The Kubernetes names of a container, from its annotations. Informational (metrics labels):
@@ -142,14 +146,21 @@ pub struct PodLabels {
 
 impl Decision {
     /// What the cache records for this container: its namespace and pod labels, with the init's
-    /// cgroup as `/proc` gives it. The hook and a reload both record through this.
+    /// cgroup as `/proc` gives it, and, when the decision has `sched_idle`, the cgroup whose
+    /// `cpu.idle` is 1 ([`crate::cgroup::idle_target`]). The hook and a reload both record
+    /// through this.
     pub fn labels(&self, cgroup: Option<String>) -> Labels {
+        let idle_cgroup = cgroup
+            .as_deref()
+            .filter(|_| self.sched_idle)
+            .map(|cg| crate::cgroup::idle_target(cg, self.cgroups_path.as_deref()));
         Labels {
             cgroup,
             namespace: self.namespace.clone(),
             pod_name: self.pod.name.clone(),
             pod_uid: self.pod.uid.clone(),
             container_name: self.pod.container_name.clone(),
+            idle_cgroup,
         }
     }
 }
@@ -302,6 +313,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         reason: String::new(),
         invalid: None,
         pod: PodLabels::default(),
+        cgroups_path: None,
     };
     let mut problems: Vec<String> = Vec::new();
 

@@ -17,11 +17,12 @@ use crate::procfs::Pid;
 /// Marks the file as ours (`PRAGMA application_id`, "OCSH").
 pub const APPLICATION_ID: i32 = 0x4f43_5348;
 /// Current schema version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Upgrades, each from the version it names to the next, run in one transaction with the bump of
 /// `user_version`. v2: the pod labels of a member (for metrics). v3: an index on the join order,
-/// so a new member's `seq` is found in O(log n) instead of by scanning every member.
+/// so a new member's `seq` is found in O(log n) instead of by scanning every member. v4: the
+/// cgroup whose `cpu.idle` a member of a `sched_idle` class keeps at 1.
 const MIGRATIONS: &[(i32, &str)] = &[
     (
         1,
@@ -30,6 +31,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
          ALTER TABLE members ADD COLUMN container_name TEXT;",
     ),
     (2, "CREATE INDEX members_by_seq ON members (seq);"),
+    (3, "ALTER TABLE members ADD COLUMN idle_cgroup TEXT;"),
 ];
 
 const SCHEMA: &str = "
@@ -52,7 +54,8 @@ CREATE TABLE members (
     updated_at   INTEGER NOT NULL,
     pod_name       TEXT,
     pod_uid        TEXT,
-    container_name TEXT
+    container_name TEXT,
+    idle_cgroup    TEXT
 );
 CREATE INDEX members_by_group ON members (group_key, seq);
 CREATE INDEX members_by_seq ON members (seq);
@@ -124,8 +127,9 @@ fn is_corrupt(e: &rusqlite::Error) -> bool {
 }
 
 /// What the cache records about a container besides its identity and cookie: its cgroup (for
-/// `reconcile`) and its pod's labels (for `list` and metrics). The hook fills it from its decision
-/// and `/proc`, a reload from the runtime's state, and the engine stores it as given.
+/// `reconcile`), the cgroup whose `cpu.idle` it keeps at 1 (for the follower), and its pod's
+/// labels (for `list` and metrics). The hook fills it from its decision and `/proc`, a reload
+/// from the runtime's state, and the engine stores it as given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Labels {
     /// Cgroup path of the init, relative to the cgroup mount.
@@ -138,6 +142,10 @@ pub struct Labels {
     pub pod_uid: Option<String>,
     /// Container name within its pod (`io.kubernetes.container.name`), when known.
     pub container_name: Option<String>,
+    /// The container's cgroup (relative to the cgroup mount) whose `cpu.idle` is 1, for a member
+    /// of a QoS class with `sched_idle`; the follower sets it again when a runtime or systemd
+    /// reset it.
+    pub idle_cgroup: Option<String>,
 }
 
 /// One container of a group.
@@ -390,6 +398,7 @@ impl Store {
                 pod_name: r.get(10)?,
                 pod_uid: r.get(11)?,
                 container_name: r.get(12)?,
+                idle_cgroup: r.get(13)?,
             },
             seq: r.get(7)?,
             created_at: r.get(8)?,
@@ -398,7 +407,7 @@ impl Store {
     }
 
     const MEMBER_COLS: &'static str = "container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at, \
-         pod_name, pod_uid, container_name";
+         pod_name, pod_uid, container_name, idle_cgroup";
 
     /// Members of `group`, oldest first.
     pub fn members(&self, group: &str) -> Result<Vec<Member>, StoreError> {
@@ -438,16 +447,16 @@ impl Store {
         self.conn
             .prepare_cached(
                 "INSERT INTO members (container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at,
-                                      pod_name, pod_uid, container_name)
+                                      pod_name, pod_uid, container_name, idle_cgroup)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                         (SELECT coalesce(max(seq), 0) + 1 FROM members INDEXED BY members_by_seq), ?8, ?8, ?9, ?10, ?11)
+                         (SELECT coalesce(max(seq), 0) + 1 FROM members INDEXED BY members_by_seq), ?8, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (container_id) DO UPDATE SET
                    seq = CASE WHEN group_key = excluded.group_key AND pid = excluded.pid
                                    AND start_time = excluded.start_time THEN seq ELSE excluded.seq END,
                    group_key = excluded.group_key, pid = excluded.pid, start_time = excluded.start_time,
                    cookie = excluded.cookie, cgroup = excluded.cgroup, namespace = excluded.namespace,
                    updated_at = excluded.updated_at, pod_name = excluded.pod_name, pod_uid = excluded.pod_uid,
-                   container_name = excluded.container_name",
+                   container_name = excluded.container_name, idle_cgroup = excluded.idle_cgroup",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -461,7 +470,8 @@ impl Store {
                     t,
                     m.labels.pod_name,
                     m.labels.pod_uid,
-                    m.labels.container_name
+                    m.labels.container_name,
+                    m.labels.idle_cgroup
                 ])
             })
             .map_err(|e| self.err(e))?;

@@ -14,6 +14,7 @@ fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
             pod_name: Some(format!("pod-{id}")),
             pod_uid: Some(format!("uid-{id}")),
             container_name: Some(format!("ctr-{id}")),
+            idle_cgroup: None,
         },
         ..Member::new(id, group, pid, start_time)
     }
@@ -490,10 +491,10 @@ fn v1_cache_is_migrated_in_place() {
         ("tenant-a/web", 101, 11, 4096, Some("/kubepods/a1"), Some("tenant-a"))
     );
     assert_eq!((a1.seq, a1.created_at, a1.updated_at), (1, 1_700_000_000, 1_700_000_005));
-    assert!(
-        all.iter()
-            .all(|m| m.labels.pod_name.is_none() && m.labels.pod_uid.is_none() && m.labels.container_name.is_none())
-    );
+    assert!(all.iter().all(|m| m.labels.pod_name.is_none()
+        && m.labels.pod_uid.is_none()
+        && m.labels.container_name.is_none()
+        && m.labels.idle_cgroup.is_none()));
     assert_eq!(
         s.groups().unwrap().iter().map(|g| (g.key.as_str(), g.ok, g.failed)).collect::<Vec<_>>(),
         [("tenant-a/web", 3, 1), ("tenant-b/db", 1, 0)]
@@ -512,6 +513,13 @@ fn v1_cache_is_migrated_in_place() {
     assert_eq!(pragma::<i32>(&s, "user_version"), SCHEMA_VERSION);
     assert_eq!(s.member("a3").unwrap().unwrap().labels.container_name.as_deref(), Some("ctr-a3"));
     assert_eq!(s.all_members().unwrap().len(), 4);
+    // The v4 column: where a sched_idle member keeps cpu.idle at 1.
+    let idle = Member {
+        labels: Labels { idle_cgroup: Some("/kubepods/besteffort/p/c.scope".into()), ..Labels::default() },
+        ..Member::new("a4", "tenant-a/web", 104, 14)
+    };
+    s.upsert_member(&idle).unwrap();
+    assert_eq!(s.member("a4").unwrap().unwrap().labels.idle_cgroup.as_deref(), Some("/kubepods/besteffort/p/c.scope"));
 }
 
 #[test]
@@ -529,8 +537,8 @@ fn v1_schema_plus_migration_equals_a_fresh_v2_schema() {
     let (m, f) = (columns(&migrated), columns(&fresh));
     assert_eq!(m, f);
     assert_eq!(
-        m.iter().rev().take(3).map(|c| c.0.as_str()).collect::<Vec<_>>(),
-        ["container_name", "pod_uid", "pod_name"]
+        m.iter().rev().take(4).map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["idle_cgroup", "container_name", "pod_uid", "pod_name"]
     );
 }
 

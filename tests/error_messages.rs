@@ -111,13 +111,15 @@ fn cgroup_errors() -> Vec<CgroupError> {
         CgroupError::NoCgroup(41),
         CgroupError::NoIdleFile("/sys/fs/cgroup/x/cpu.idle".into()),
         CgroupError::Write { path: "/sys/fs/cgroup/x/cpu.idle".into(), source: io_err() },
+        CgroupError::Read { path: "/sys/fs/cgroup/x/cpu.idle".into(), source: io_err() },
     ];
     for e in &all {
         match e {
             CgroupError::BadPath(_)
             | CgroupError::NoCgroup(_)
             | CgroupError::NoIdleFile(_)
-            | CgroupError::Write { .. } => {}
+            | CgroupError::Write { .. }
+            | CgroupError::Read { .. } => {}
         }
     }
     all

@@ -122,3 +122,39 @@ fn an_empty_cache_reads_nothing_from_proc() {
     assert_eq!(f.handle(exec(200)), Outcome::Outside);
     assert_eq!(w.kernel.get(200).unwrap(), 0);
 }
+
+#[test]
+fn a_reset_cpu_idle_of_a_sched_idle_member_is_set_to_1_again_once_per_reset() {
+    // systemd writes cpu.idle = 0 when it re-applies a container's scope (a runtime's resource
+    // update): the follower's periodic look sets it back; a stopped container is left alone.
+    let w = World::new();
+    let root = w.dir.path().join("cgroup");
+    let scope = root.join("be.slice/c1.scope");
+    std::fs::create_dir_all(&scope).unwrap();
+    std::fs::write(scope.join("cpu.idle"), "1").unwrap();
+    w.fp.spawn(100, 1100, 0, "/be.slice/c1.scope/container").unwrap();
+    let req = EnsureRequest {
+        container_id: "c1".into(),
+        group: "web-expeller".into(),
+        pid: 100,
+        labels: Labels {
+            cgroup: Some("/be.slice/c1.scope/container".into()),
+            idle_cgroup: Some("/be.slice/c1.scope".into()),
+            ..Default::default()
+        },
+    };
+    Engine::new(&w.kernel, &w.proc, &w.store).ensure(&req).unwrap();
+    let mut f = follower(&w);
+    assert_eq!(f.keep_idle(&root), 0, "still 1: nothing written");
+    std::fs::write(scope.join("cpu.idle"), "0\n").unwrap();
+    assert_eq!(f.keep_idle(&root), 1);
+    assert_eq!(std::fs::read_to_string(scope.join("cpu.idle")).unwrap(), "1");
+    assert_eq!(f.keep_idle(&root), 0);
+    assert_eq!(f.stats.idle_restored, 1);
+    assert!(f.stats.render().contains("oci_coresched_hook_follow_idle_restored_total 1"), "{}", f.stats.render());
+    // The container stopped (its init is gone): its cgroup is not written.
+    std::fs::write(scope.join("cpu.idle"), "0").unwrap();
+    w.fp.kill(100, 0).unwrap();
+    assert_eq!(f.keep_idle(&root), 0);
+    assert_eq!(std::fs::read_to_string(scope.join("cpu.idle")).unwrap(), "0");
+}

@@ -13,6 +13,13 @@
 //! target's identity checked around the share. Where there are no process events (no
 //! `CONFIG_PROC_EVENTS`, no CAP_NET_ADMIN, not in the host's namespaces) it says so in one line,
 //! counts it (`events_enabled 0`) and sweeps every [`FALLBACK_SWEEP`] instead.
+//!
+//! It also keeps `cpu.idle` at 1 for the members of `sched_idle` classes ([`Follower::keep_idle`],
+//! every [`IDLE_EVERY`]): a runtime's resource update of the container (CRI
+//! `UpdateContainerResources`, `runc update`) or any change of its systemd scope's properties
+//! makes systemd write `cpu.idle = 0` when it re-applies the unit, and nothing else would set it
+//! again for a running container. It also writes it for containers the NRI plugin caught up from
+//! a container that cannot write the host's cgroups.
 
 pub mod stats;
 pub mod view;
@@ -20,6 +27,7 @@ pub mod view;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::cgroup;
 use crate::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
@@ -37,6 +45,8 @@ pub const METRICS_EVERY: Duration = Duration::from_secs(10);
 const REOPEN_AFTER: Duration = Duration::from_secs(30);
 /// The metrics file's name in the state dir.
 pub const METRICS_FILE: &str = "follow.prom";
+/// How often the `cpu.idle` of `sched_idle` members is looked at.
+pub const IDLE_EVERY: Duration = Duration::from_secs(5);
 
 /// What happened to one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +73,51 @@ pub struct Follower<'a, K: CoreSched> {
     /// Counters.
     pub stats: Stats,
     me: Pid,
+    /// Containers whose `cpu.idle` could not be kept, said once each.
+    idle_warned: std::collections::BTreeSet<String>,
 }
 
 impl<'a, K: CoreSched> Follower<'a, K> {
     /// A follower with an empty view.
     pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
-        Self { kernel, proc, view: View::default(), stats: Stats::default(), me: std::process::id() as Pid }
+        Self {
+            kernel,
+            proc,
+            view: View::default(),
+            stats: Stats::default(),
+            me: std::process::id() as Pid,
+            idle_warned: Default::default(),
+        }
+    }
+
+    /// Sets `cpu.idle` of the view's `sched_idle` members (under the cgroup mount `root`) back to
+    /// 1 where it was reset; returns how many. A member whose init is gone is left alone, and a
+    /// failure is logged once per container.
+    pub fn keep_idle(&mut self, root: &Path) -> usize {
+        let mut restored = 0;
+        for m in self.view.idle() {
+            if !self.proc.is_same(m.init).unwrap_or(false) {
+                continue;
+            }
+            match cgroup::restore_idle(root, &m.cgroup) {
+                Ok(None) => {}
+                Ok(Some(file)) => {
+                    restored += 1;
+                    log::info!(
+                        "follow: cpu.idle of container {} had been reset (by its runtime or systemd); wrote 1 to {}",
+                        m.container_id,
+                        file.display()
+                    );
+                }
+                Err(e) => {
+                    if self.idle_warned.insert(m.container_id.clone()) {
+                        log::warn!("follow: failed to keep cpu.idle of container {}: {}", m.container_id, Chain(&e));
+                    }
+                }
+            }
+        }
+        self.stats.idle_restored += restored as u64;
+        restored
     }
 
     /// Rebuilds the view from the cache (read only; the caller holds the lock).
@@ -206,6 +255,8 @@ pub struct Options {
     pub lock_timeout: Duration,
     /// The sweep interval while events arrive.
     pub sweep_every: Duration,
+    /// The cgroup mount (for `cpu.idle`).
+    pub cgroup_root: PathBuf,
 }
 
 /// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
@@ -254,6 +305,7 @@ pub fn run<K: CoreSched>(
     let mut sig: Option<Signature> = None;
     let mut next_sweep = Instant::now();
     let mut next_metrics = Instant::now() + METRICS_EVERY;
+    let mut next_idle = Instant::now();
     let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
     let mut events = Vec::with_capacity(256);
     while !crate::signals::stopping() {
@@ -273,13 +325,20 @@ pub fn run<K: CoreSched>(
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
         }
+        if Instant::now() >= next_idle {
+            f.keep_idle(&opts.cgroup_root);
+            next_idle = Instant::now() + IDLE_EVERY;
+        }
         if Instant::now() >= next_metrics {
             f.stats.cpu_seconds = own_cpu_seconds(proc);
             write_metrics(&metrics, &f.stats);
             next_metrics = Instant::now() + METRICS_EVERY;
         }
-        let wait =
-            next_sweep.min(next_metrics).saturating_duration_since(Instant::now()).min(Duration::from_millis(500));
+        let wait = next_sweep
+            .min(next_metrics)
+            .min(next_idle)
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(500));
         match source.as_mut() {
             Some(s) => {
                 events.clear();

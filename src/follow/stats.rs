@@ -41,6 +41,8 @@ pub struct Stats {
     pub window_max: f64,
     /// The follower's own CPU time (user + system), seconds.
     pub cpu_seconds: f64,
+    /// Times a `sched_idle` member's `cpu.idle` was found reset and set to 1 again.
+    pub idle_restored: u64,
 }
 
 impl Stats {
@@ -95,6 +97,13 @@ impl Stats {
         );
         counter(&mut out, "fix_failures_total", "Processes that could not be given their cookie.", &[], self.failures);
         counter(&mut out, "sweeps_total", "Full reconcile sweeps run.", &[], self.sweeps);
+        counter(
+            &mut out,
+            "idle_restored_total",
+            "Times a sched_idle member's cpu.idle was found reset (by its runtime or systemd) and set to 1 again.",
+            &[],
+            self.idle_restored,
+        );
         counter(&mut out, "sweep_failures_total", "Sweeps that failed.", &[], self.sweep_failures);
         counter(
             &mut out,

@@ -1,6 +1,7 @@
 //! The follower's in-memory view of the cache: live members with a cookie, by cgroup, and the
-//! one lookup an event needs ([`View::owner`]). Built under the state lock when the cache file
-//! changed ([`Signature`]), never per event.
+//! one lookup an event needs ([`View::owner`]); and the members whose `cpu.idle` the follower
+//! keeps at 1 ([`View::idle`]). Built under the state lock when the cache file changed
+//! ([`Signature`]), never per event.
 
 use std::path::{Path, PathBuf};
 
@@ -24,19 +25,40 @@ pub struct ViewMember {
     pub cookie: Cookie,
 }
 
-/// Live members with a cookie and a usable cgroup.
+/// A live member of a `sched_idle` class: the cgroup whose `cpu.idle` must stay 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleMember {
+    /// Container id.
+    pub container_id: String,
+    /// The init, identity as cached.
+    pub init: TaskId,
+    /// The cgroup (a plain absolute path, not the root).
+    pub cgroup: String,
+}
+
+/// Live members with a cookie and a usable cgroup, and live members with a `cpu.idle` to keep.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     members: Vec<ViewMember>,
+    idle: Vec<IdleMember>,
 }
 
 impl View {
     /// From the cached members (group, then age): those whose init is alive (pid + start time)
     /// and has a non-zero cookie, with a cgroup that is a plain absolute path and not the root.
+    /// Members recorded with an idle cgroup ([`crate::store::Labels::idle_cgroup`]) whose init is
+    /// alive are in [`View::idle`], whatever their cookie.
     pub fn build<K: CoreSched>(members: &[Member], kernel: &K, proc: &ProcFs) -> Self {
         let mut out = Vec::new();
+        let mut idle = Vec::new();
         for m in members {
             let init = TaskId { pid: m.pid, start_time: m.start_time };
+            let idle_cg = m.labels.idle_cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty());
+            if let Some(cg) = idle_cg
+                && proc.is_same(init).unwrap_or(false)
+            {
+                idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup: format!("/{cg}") });
+            }
             let Some(cg) = m.labels.cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty()) else {
                 continue;
             };
@@ -54,7 +76,12 @@ impl View {
                 _ => {}
             }
         }
-        Self { members: out }
+        Self { members: out, idle }
+    }
+
+    /// The live members whose `cpu.idle` is kept at 1.
+    pub fn idle(&self) -> &[IdleMember] {
+        &self.idle
     }
 
     /// No member: no event needs a look at `/proc`.
@@ -157,8 +184,32 @@ mod tests {
         assert!(v.owner("/").is_none());
     }
 
+    #[test]
+    fn live_members_with_an_idle_cgroup_are_kept_idle_whatever_their_cookie() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path()).unwrap();
+        let kernel = FakeKernel::new(fp.procfs());
+        fp.spawn(10, 1010, 0, "/be/a.scope/container").unwrap();
+        fp.spawn(11, 1011, 0, "/be/b").unwrap();
+        let with_idle = |id: &str, pid: i32, idle: &str| Member {
+            labels: Labels { idle_cgroup: Some(idle.into()), ..Labels::default() },
+            ..Member::new(id, "g", pid, 1000 + pid as u64)
+        };
+        let members = [
+            with_idle("a", 10, "/be/a.scope"),
+            with_idle("b", 11, "/"),             // the root: never
+            with_idle("c", 12, "/be/c"),         // dead
+            member("d", "g", 11, Some("/be/b")), // no idle cgroup
+        ];
+        let v = View::build(&members, &kernel, &fp.procfs());
+        let idle: Vec<(&str, &str)> = v.idle().iter().map(|m| (m.container_id.as_str(), m.cgroup.as_str())).collect();
+        assert_eq!(idle, [("a", "/be/a.scope")]);
+        assert!(v.is_empty(), "no cookie: no process gets one from them");
+    }
+
     fn view(ms: &[(&str, &str, &str)]) -> View {
         View {
+            idle: Vec::new(),
             members: ms
                 .iter()
                 .enumerate()

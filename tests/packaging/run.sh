@@ -505,8 +505,8 @@ assert mounts == {"/var/run/nri": ("/var/run/nri", False), "/run/oci-coresched-h
                   "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True),
                   "/sys/fs/cgroup": ("/sys/fs/cgroup", True)}, mounts
 # reconcile --follow: the proc connector (host network and pid namespaces, NET_ADMIN), prctl on
-# other users' processes (SYS_PTRACE), the state dir, the config and the host's cgroup tree
-# read-only; root with exactly those two capabilities.
+# other users' processes (SYS_PTRACE), the state dir, the config (read-only) and the host's cgroup
+# tree; root with exactly those two capabilities.
 follow = pod["containers"][1]
 assert follow["command"] == ["/usr/bin/oci-coresched-hook"], follow
 assert follow["args"] == ["reconcile", "--follow"], follow
@@ -516,9 +516,10 @@ assert sc["capabilities"]["drop"] == ["ALL"] and sorted(sc["capabilities"]["add"
 assert sc["runAsUser"] == 0 and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False, sc
 assert not sc.get("privileged") and sc["seLinuxOptions"] == {"type": "spc_t"}, sc
 mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in follow["volumeMounts"]}
+# The host's cgroup tree writable: the follower keeps cpu.idle of sched_idle members.
 assert mounts == {"/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
                   "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True),
-                  "/sys/fs/cgroup": ("/sys/fs/cgroup", True)}, mounts
+                  "/sys/fs/cgroup": ("/sys/fs/cgroup", False)}, mounts
 cg = next(v for v in pod["volumes"] if v.get("hostPath", {}).get("path") == "/sys/fs/cgroup")
 assert cg["hostPath"]["type"] == "Directory", cg
 assert follow["resources"]["limits"]["memory"] and follow["resources"]["requests"]["cpu"], follow
