@@ -274,6 +274,18 @@ def scenarios(cri):
     cg = f"/sys/fs/cgroup/kubepods/besteffort/poduid-be/{ctrs['be/c2']}/cpu.idle"
     idle = open(cg).read().strip() if os.path.exists(cg) else f"missing {cg}"
     check("BestEffort: sched_idle wrote cpu.idle = 1 into the container's cgroup", idle == "1", idle)
+    # Something resets it (systemd re-applying a unit, a runtime's update): the follower, the
+    # installed reconcile unit under its sandbox, writes 1 again.
+    reset = os.path.exists(cg)
+    if reset:
+        with open(cg, "w") as f:
+            f.write("0")
+    back = reset and wait_for(lambda: open(cg).read().strip() == "1", 30, 0.5)
+    check(
+        "cpu.idle reset to 0: the follower (oci-coresched-hook-reconcile.service) writes 1 again",
+        back,
+        open(cg).read().strip() if reset else f"missing {cg}",
+    )
     sb_pid = cri.sandbox_pid(pods["be"][0])
     sb_cookie = coresched(sb_pid)
     check(
