@@ -136,6 +136,9 @@ def scenarios(cri, plugin, containerd, without):
     container("web1", "web")
     container("web1", "first", ["/usr/bin/coresched", "get"])
     container("web1", "none", annotations={P: "none"})
+    # A container annotation claiming another namespace: NRI hands it to the plugin, whose
+    # injected hook and catch-up both decide from the pod's metadata.
+    container("web1", "forged", annotations={"io.kubernetes.pod.namespace": "tenant-b"})
     pod("web2", "tenant-a", "burstable", {G: "web", "io.kubernetes.pod.namespace": "tenant-b"})
     container("web2", "web")
     container("web2", "solo", annotations={G: "solo"})
@@ -161,6 +164,11 @@ def scenarios(cri, plugin, containerd, without):
         f"log of web1/first: {first!r}, web1/web has {web}",
     )
     check("two pods naming one group in one namespace share a cookie", c["web2/web"] == web, c)
+    check(
+        "a container annotation io.kubernetes.pod.namespace: tenant-b on a tenant-a container changes nothing",
+        c["web1/forged"] == web and cache.get(ctrs["web1/forged"]) == "tenant-a/web",
+        f"{c['web1/forged']} (web {web}), cached in {cache.get(ctrs['web1/forged'])}",
+    )
     check(
         "the namespace comes from the pod's metadata: a pod annotation claiming tenant-b changes nothing",
         cache.get(ctrs["web2/web"]) == "tenant-a/web",
@@ -207,6 +215,13 @@ def scenarios(cri, plugin, containerd, without):
         f"uid {uid}, cookie {after['c']}",
     )
     check("the plugin's restart left running containers' cookies alone", cookie("web1/web") == web and cookie("web3/web") == c["web3/web"])
+    cache = cached()
+    disagree = [l for l in plugin.log()[since:].splitlines() if "disagree" in l]
+    check(
+        "catch-up: the container carrying another namespace's annotation stays in its pod's group",
+        cookie("web1/forged") == web and cache.get(ctrs["web1/forged"]) == "tenant-a/web" and not disagree,
+        f"{cookie('web1/forged')} (web {web}), cached in {cache.get(ctrs['web1/forged'])}, {disagree}",
+    )
 
     # 3. systemctl kill -s KILL, left to systemd: Restart=always brings the plugin back, it
     # registers again, and no cookie moves.
@@ -222,21 +237,37 @@ def scenarios(cri, plugin, containerd, without):
         plugin.ended(),
     )
     check("the plugin restarted by systemd registers again", wait_for(lambda: registered(plugin, since), 90), plugin.log()[since:][-1500:])
-    keys = ["web1/web", "web2/web", "web3/web", "crun1/web", "be/c1"] + [f"down/{k}" for k in down]
+    keys = ["web1/web", "web1/forged", "web2/web", "web3/web", "crun1/web", "be/c1"] + [f"down/{k}" for k in down]
     want_after = {k: c.get(k, web) for k in keys}
     now = {k: cookie(k) for k in keys}
     check("through the kill and systemd's restart of the plugin every container keeps its cookie", now == want_after, f"{now} != {want_after}")
 
-    # 4. containerd restarted under the plugin: it reconnects, new pods are covered.
+    # 4. containerd restarted under the plugin: containerd serves pods at once, so the plugin must
+    # be back before the first one; it watches the socket and does not sleep out its backoff. A
+    # pod created right after the restart (no wait for the plugin) gets the hook: its container's
+    # first instruction already has its group's cookie.
     since = len(plugin.log())
     pid = plugin.pid()
     start_containerd(containerd, restart=True)
-    note("containerd restarted (systemctl restart containerd)")
-    check("containerd restarted: the plugin reconnects", wait_for(lambda: registered(plugin, since), 120), plugin.log()[since:][-1500:])
-    check("the plugin survived containerd's restart (same process)", plugin.alive() and plugin.pid() == pid, f"{pid} -> {plugin.pid()}")
+    t_up = time.monotonic()
+    note("containerd restarted (systemctl restart containerd); a pod is created at once")
     pod("after", "tenant-b", "burstable", {G: "web"})
     container("after", "web")
+    container("after", "first", ["/usr/bin/coresched", "get"])
+    check("containerd restarted: the plugin reconnects", wait_for(lambda: registered(plugin, since), 120), plugin.log()[since:][-1500:])
+    anew = "is there anew; reconnecting now" in plugin.log()[since:]
+    note(f"the plugin registered again by {time.monotonic() - t_up:.1f} s after containerd answered (socket watch line: {anew})")
+    check("the plugin survived containerd's restart (same process)", plugin.alive() and plugin.pid() == pid, f"{pid} -> {plugin.pid()}")
     check("after containerd's restart a new pod joins its group's cookie", cookie("after/web") == c["web3/web"], cookie("after/web"))
+    log = os.path.join(pods["after"][1].log_directory, "first.log")
+    wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
+    first = open(log).read() if os.path.exists(log) else ""
+    m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", first)
+    check(
+        "a pod created right after containerd's restart: its first instruction already ran under its group's cookie",
+        m is not None and m.group(1) == c["web3/web"],
+        f"log of after/first: {first!r}, tenant-b/web has {c['web3/web']}",
+    )
 
     # 5. Teardown as kubelet does: poststop (injected by the plugin) forgets every container.
     for pod_id, _ in pods.values():
