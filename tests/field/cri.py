@@ -94,17 +94,23 @@ class Cri:
     def ns_options(self):
         return self.pb.NamespaceOption(network=self.pb.NODE)
 
+    def pod_uid(self, name):
+        return f"uid-{name}"
+
+    def cgroup_parent(self, uid, qos):
+        """kubelet's cgroupfs driver: /kubepods/<qos>/pod<uid> (Guaranteed: no qos level)."""
+        return f"/kubepods/{qos}/pod{uid}" if qos else f"/kubepods/pod{uid}"
+
     def sandbox_config(self, name, namespace, annotations, qos):
         pb = self.pb
-        uid = f"uid-{name}"
+        uid = self.pod_uid(name)
         return pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace=namespace, attempt=0),
             log_directory=f"{LOGS}/{name}",
             annotations=annotations,
             labels={"io.kubernetes.pod.name": name},
             linux=pb.LinuxPodSandboxConfig(
-                # kubelet's cgroupfs driver: /kubepods/<qos>/pod<uid> (Guaranteed: no qos level)
-                cgroup_parent=f"/kubepods/{qos}/pod{uid}" if qos else f"/kubepods/pod{uid}",
+                cgroup_parent=self.cgroup_parent(uid, qos),
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=self.ns_options()),
             ),
         )
@@ -204,6 +210,16 @@ G = "oci-coresched-hook/group"
 P = "oci-coresched-hook/policy"
 
 
+
+def first_cookie(log_directory, name="first"):
+    """The cookie a container whose process is `coresched get` printed as its first output (its
+    CRI log `<log_directory>/<name>.log`, waited for up to 60 s): (cookie or None, the log)."""
+    log = os.path.join(log_directory, f"{name}.log")
+    wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
+    text = open(log).read() if os.path.exists(log) else ""
+    m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", text)
+    return (m.group(1) if m else None), text
+
 def scenarios(cri):
     pods = {}
 
@@ -258,13 +274,10 @@ def scenarios(cri):
 
     be = c["be/c2"]
     check("BestEffort pod: its container has a cookie", be != "0x0")
-    log = os.path.join(pods["be"][1].log_directory, "first.log")
-    wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
-    first = open(log).read() if os.path.exists(log) else ""
-    m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", first)
+    got, first = first_cookie(pods["be"][1].log_directory)
     check(
         "the container's first instruction already ran under its cookie (its process is coresched get)",
-        m is not None and m.group(1) == be,
+        got == be,
         f"log of be/first: {first!r}, be/c2 has {be}",
     )
     check("two containers of one pod share the pod's cookie (pod default group)", m is not None and m.group(1) == be)

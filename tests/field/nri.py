@@ -154,13 +154,10 @@ def scenarios(cri, plugin, containerd, without):
     cache = cached()
     web = c["web1/web"]
     check("NRI only: a pod's container has its group's cookie", web != "0x0", c)
-    log = os.path.join(pods["web1"][1].log_directory, "first.log")
-    wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
-    first = open(log).read() if os.path.exists(log) else ""
-    m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", first)
+    got, first = base.first_cookie(pods["web1"][1].log_directory)
     check(
         "NRI only: the container's first instruction already ran under its group's cookie",
-        m is not None and m.group(1) == web,
+        got == web,
         f"log of web1/first: {first!r}, web1/web has {web}",
     )
     check("two pods naming one group in one namespace share a cookie", c["web2/web"] == web, c)
@@ -259,13 +256,10 @@ def scenarios(cri, plugin, containerd, without):
     note(f"the plugin registered again by {time.monotonic() - t_up:.1f} s after containerd answered (socket watch line: {anew})")
     check("the plugin survived containerd's restart (same process)", plugin.alive() and plugin.pid() == pid, f"{pid} -> {plugin.pid()}")
     check("after containerd's restart a new pod joins its group's cookie", cookie("after/web") == c["web3/web"], cookie("after/web"))
-    log = os.path.join(pods["after"][1].log_directory, "first.log")
-    wait_for(lambda: os.path.exists(log) and "cookie of pid" in open(log).read(), 60)
-    first = open(log).read() if os.path.exists(log) else ""
-    m = re.search(r"stdout F cookie of pid \d+ is (0x[0-9a-f]+)", first)
+    got, first = base.first_cookie(pods["after"][1].log_directory)
     check(
         "a pod created right after containerd's restart: its first instruction already ran under its group's cookie",
-        m is not None and m.group(1) == c["web3/web"],
+        got == c["web3/web"],
         f"log of after/first: {first!r}, tenant-b/web has {c['web3/web']}",
     )
 

@@ -117,19 +117,11 @@ RESOURCES = {
 class SystemdCri(base.Cri):
     """cri.py's client with kubelet's systemd-driver cgroup parents and kubelet's resources."""
 
-    def sandbox_config(self, name, namespace, annotations, qos):
-        pb = self.pb
-        uid = str(uuid.uuid5(UID_NS, name))
-        return pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace=namespace, attempt=0),
-            log_directory=f"{base.LOGS}/{name}",
-            annotations=annotations,
-            labels={"io.kubernetes.pod.name": name},
-            linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent=kubelet_slice(uid, qos),
-                security_context=pb.LinuxSandboxSecurityContext(namespace_options=self.ns_options()),
-            ),
-        )
+    def pod_uid(self, name):
+        return str(uuid.uuid5(UID_NS, name))
+
+    def cgroup_parent(self, uid, qos):
+        return kubelet_slice(uid, qos)
 
     def create_with(self, pod_id, sandbox, name, command, annotations, resources):
         pb = self.pb
