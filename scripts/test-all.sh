@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs every test tier of oci-coresched-hook:
-#   1. lints (rustfmt, clippy)         2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
+#   1. lints (rustfmt, clippy, pyflakes) 2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
 #   3. packaging (tests/packaging/run.sh): .deb/.rpm/image, install, podman through the installed hook;
 #      then tests/release_binary.rs over the packaged binary (no fake kernel or fault points in it)
 #   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
@@ -15,7 +15,8 @@ log() { printf '\n==> %s\n' "$*"; }
 # Debian packages the host tiers need (the VM tier installs its own through tests/vm/vm.sh deps).
 # prometheus brings promtool: the metrics unit test runs `promtool check metrics` (and fails
 # under CI without it). Installed without recommends, the service does not run here.
-APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus)
+# pyflakes3 checks the field tier's Python (a name error there would otherwise surface only in the guest).
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -45,6 +46,8 @@ log "rustfmt"
 cargo fmt --check
 log "clippy"
 cargo clippy --locked --all-targets --all-features -- -D warnings
+log "pyflakes (the Python the test tiers run)"
+find tests benches scripts -name '*.py' -print0 | xargs -0 pyflakes3
 
 # --all-features: the shared fake kernel (binary-level tests of the cookie path on this host, whose
 # kernel has no CONFIG_SCHED_CORE) and the test-only fault points. Release builds have neither.

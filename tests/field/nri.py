@@ -294,6 +294,10 @@ def main():
         import traceback
 
         bad(f"containerd NRI scenarios aborted: {type(e).__name__}", traceback.format_exc())
+        try:
+            note(f"after the abort: {cri.remove_all_pods()} pods left on the node stopped and removed")
+        except Exception as e2:  # noqa: BLE001 - the abort above is the failure; this only says why cleanup failed too
+            note(f"after the abort: failed to remove the pods left on the node: {e2}")
     finally:
         # The node's state for the next parts: no NRI plugin, no containerd.
         systemctl("disable", "--now", NRI_UNIT)

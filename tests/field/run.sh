@@ -14,7 +14,7 @@
 # --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
 # The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
 # into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
-# Env passed to the guest: OCH_FIELD_PARTS (default "units cri nri podman exec daemonset"), OCH_EXEC_N,
+# Env passed to the guest: OCH_FIELD_PARTS (default: all parts, in guest.sh's order), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
