@@ -244,6 +244,9 @@ fn report(d: &crate::policy::Decision, done: &Done) {
             Some(m) => log::info!("container {id} stopped: removed from group {}", m.group),
             None => log::debug!("container {id} stopped: it was not in the cache"),
         },
+        Done::StopRecorded => {
+            log::debug!("container {id} stopped: recorded; the next opener of the cache removes its row")
+        }
     }
 }
 

@@ -25,7 +25,7 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 
 /// `inspect PID`.
 pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
-    let opened = ops::open_existing(&sys.state_dir, config.lock_timeout())?;
+    let opened = ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())?;
     let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(|(_, s)| s))?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
@@ -33,7 +33,7 @@ pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow
 
 /// `list` / `status`.
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let groups = match ops::open_existing(&sys.state_dir, config.lock_timeout())? {
+    let groups = match ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())? {
         Some((_lock, store)) => ops::list::list(&store, &sys.kernel, &sys.proc)?,
         None => Vec::new(),
     };
@@ -41,12 +41,18 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Runs `f` on the cache under the lock in one transaction (creating the cache if needed).
-fn write_txn<T>(state_dir: &Path, config: &Config, f: impl FnOnce(&Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let dir = StateDir::open(state_dir)?;
+/// Runs `f` on the cache under the lock in one transaction (creating the cache if needed), with
+/// the deferred forgets applied first in the same transaction ([`crate::stopped`]).
+fn write_txn<T>(sys: &System, config: &Config, f: impl FnOnce(&Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let dir = StateDir::open(&sys.state_dir)?;
     let _lock = dir.lock(config.lock_timeout())?;
     let store = Store::open(&dir.db_path())?;
-    store.transaction(f)
+    let (value, stopped) = store.transaction(|s| {
+        let stopped = crate::stopped::apply(dir.path(), s, &sys.proc)?;
+        Ok::<_, anyhow::Error>((f(s)?, stopped))
+    })?;
+    stopped.finish();
+    Ok(value)
 }
 
 /// `gc`.
@@ -56,14 +62,14 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
         print_out(&if as_json { json(&empty)? } else { empty.render() });
         return Ok(());
     }
-    let report = write_txn(&sys.state_dir, config, |store| Ok(ops::gc::gc(store, &sys.proc)?))?;
+    let report = write_txn(sys, config, |store| Ok(ops::gc::gc(store, &sys.proc)?))?;
     print_out(&if as_json { json(&report)? } else { report.render() });
     Ok(())
 }
 
 /// `metrics [--output FILE]`.
 pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let mut text = match ops::open_existing(&sys.state_dir, config.lock_timeout())? {
+    let mut text = match ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())? {
         Some((_lock, store)) => ops::metrics::render(&store, &sys.kernel, &sys.proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
         None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &sys.kernel, &sys.proc)?,
@@ -115,7 +121,7 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         if !StateDir::has_cache(&sys.state_dir)? {
             return Ok(0);
         }
-        let report = write_txn(&sys.state_dir, config, |store| {
+        let report = write_txn(sys, config, |store| {
             Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?)
         })?;
         for e in report.members.iter().flat_map(|m| &m.errors) {
@@ -137,7 +143,7 @@ fn reconcile_once(sys: &System, config: &Config, dry_run: bool, as_json: bool) -
         }
         return Ok(());
     }
-    let report = write_txn(&sys.state_dir, config, |store| {
+    let report = write_txn(sys, config, |store| {
         Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, dry_run)?)
     })?;
     if report.fixed() > 0 && !dry_run {
@@ -157,9 +163,8 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let report = write_txn(&sys.state_dir, config, |store| {
-        Ok(crate::reload::reload(store, &sys.kernel, &sys.proc, &roots, config)?)
-    })?;
+    let report =
+        write_txn(sys, config, |store| Ok(crate::reload::reload(store, &sys.kernel, &sys.proc, &roots, config)?))?;
     print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
     Ok(())
 }

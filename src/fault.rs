@@ -18,9 +18,15 @@
 //! | `mid_write` | `Engine::ensure`: the member row is written, the transaction still open |
 //! | `before_commit` | `hook::with_store`: the work is done, `COMMIT` not yet run |
 //! | `after_commit` | `hook::with_store`: committed, the lock still held |
+//!
+//! And one of poststop, which takes no lock: `stop_recorded` ([`STOP_RECORDED`]), after the
+//! container's stop was recorded for the next opener of the cache (`crate::stopped`).
 
 /// Every fault point, in the order an ensure reaches them.
 pub const POINTS: [&str; 6] = ["after_lock", "after_read", "after_prctl", "mid_write", "before_commit", "after_commit"];
+
+/// The poststop point: the stop is recorded, the hook has not exited.
+pub const STOP_RECORDED: &str = "stop_recorded";
 
 /// The variable naming the point at which to die.
 pub const ENV: &str = "OCH_FAULT";

@@ -5,7 +5,7 @@ use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
 use crate::input::ContainerInput;
-use crate::kernel::{CoreSched, KernelError};
+use crate::kernel::{Cookie, CoreSched, KernelError};
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
 use crate::procfs::Pid;
 use crate::state::State;
@@ -137,6 +137,8 @@ pub enum Done {
     Cleared(Option<Member>),
     /// Removed from the cache (the row, if it had one).
     Forgot(Option<Member>),
+    /// Recorded as stopped; the next opener of the cache removes its row ([`crate::stopped`]).
+    StopRecorded,
 }
 
 /// Runs the hook for a decision, as the hook process does: a share is relayed by the calling
@@ -161,6 +163,12 @@ pub fn run_relaying_on<K: CoreSched>(
         log::error!("{err}; giving it a cookie of its own");
     }
     let pid = decision.pid.unwrap_or(0) as Pid;
+    if decision.action == Action::Ensure
+        && !decision.sched_idle
+        && let Some(done) = already_done(decision, pid, sys)
+    {
+        return Ok(done);
+    }
     match decision.action {
         Action::Skip => Ok(Done::Skipped),
         Action::Forget => {
@@ -169,8 +177,17 @@ pub fn run_relaying_on<K: CoreSched>(
                 return Ok(Done::Forgot(None));
             }
             let id = decision.container_id.as_str();
-            with_store(&dir, config, None, |e, _| e.forget(id).map_err(|source| engine_err(id, source)), sys, on)
-                .map(Done::Forgot)
+            crate::receipt::remove(dir.path(), id);
+            match crate::stopped::record(dir.path(), id) {
+                Ok(()) => {
+                    crate::timing::mark("stop recorded");
+                    crate::fault::point(crate::fault::STOP_RECORDED);
+                    return Ok(Done::StopRecorded);
+                }
+                Err(e) => log::debug!("failed to record container {id} as stopped ({e}); forgetting it now"),
+            }
+            let forget = |e: &Engine<'_, K>, _: &Store| e.forget(id).map_err(|source| engine_err(id, source));
+            with_store(&dir, config, None, forget, |_| {}, sys, on).map(Done::Forgot)
         }
         Action::Clear | Action::Ensure => {
             sys.kernel.probe().map_err(|e| {
@@ -187,8 +204,8 @@ pub fn run_relaying_on<K: CoreSched>(
             let dir = StateDir::open(&sys.state_dir)?;
             let id = decision.container_id.as_str();
             if decision.action == Action::Clear {
-                return with_store(&dir, config, None, |e, _| e.clear(id, pid).map_err(|s| engine_err(id, s)), sys, on)
-                    .map(Done::Cleared);
+                let clear = |e: &Engine<'_, K>, _: &Store| e.clear(id, pid).map_err(|s| engine_err(id, s));
+                return with_store(&dir, config, None, clear, |_| {}, sys, on).map(Done::Cleared);
             }
             let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
             let cgroup = sys.proc.cgroup(pid).ok().flatten();
@@ -235,10 +252,50 @@ pub fn run_relaying_on<K: CoreSched>(
                         }
                     }
                 },
+                // Committed, still under the lock: the receipt a later stage checks instead of
+                // opening the cache (not for sched_idle, whose cpu.idle is written again each time).
+                |done| {
+                    if let Done::Ensured(out) = done
+                        && !sched_idle
+                    {
+                        write_receipt(&dir, id, &group, pid, out.cookie, sys);
+                    }
+                },
                 sys,
                 on,
             )
         }
+    }
+}
+
+/// The receipt path ([`crate::receipt`]): the container's ensure into its group is done and
+/// still holds. Needs no lock and no cache open; `None` sends the caller down the full path.
+fn already_done<K: CoreSched>(decision: &Decision, pid: Pid, sys: &System<K>) -> Option<Done> {
+    let dir = StateDir::existing(&sys.state_dir).ok()??;
+    let id = decision.container_id.as_str();
+    let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
+    let cookie = crate::receipt::holds(&sys.kernel, &sys.proc, dir.path(), id, &group, pid)?;
+    crate::timing::mark("receipt + GET (repeat run)");
+    Some(Done::Ensured(EnsureOutcome {
+        cookie,
+        via: crate::engine::Via::AlreadySet,
+        converged: Vec::new(),
+        dropped: Vec::new(),
+        left: None,
+    }))
+}
+
+/// Writes the receipt of an ensure that committed (best effort: without it the next stage takes
+/// the full path).
+fn write_receipt<K: CoreSched>(dir: &StateDir, id: &str, group: &str, pid: Pid, cookie: Cookie, sys: &System<K>) {
+    let written = sys.proc.task(pid).and_then(|init| {
+        let init = init.ok_or_else(|| std::io::Error::other(format!("pid {pid} is gone")))?;
+        let cache = crate::receipt::cache_identity(&dir.db_path())?;
+        let receipt = crate::receipt::Receipt { group: group.to_string(), init, cookie, cache };
+        crate::receipt::write(dir.path(), id, &receipt)
+    });
+    if let Err(e) = written {
+        log::debug!("failed to write the receipt of container {id}: {e}");
     }
 }
 
@@ -276,9 +333,11 @@ fn with_store<K: CoreSched, T>(
     config: &Config,
     group: Option<&str>,
     f: impl Fn(&Engine<'_, K>, &Store) -> Result<T, HookError>,
+    after_commit: impl FnOnce(&T),
     sys: &System<K>,
     on: RelayOn,
 ) -> Result<T, HookError> {
+    let mut after_commit = Some(after_commit);
     let _lock = dir.lock(config.lock_timeout())?;
     crate::fault::point("after_lock");
     crate::timing::mark("lock");
@@ -289,16 +348,23 @@ fn with_store<K: CoreSched, T>(
         reload(&store, sys, config);
     }
     for attempt in 0..2 {
-        let result: Result<T, HookError> = store.transaction(|s| {
+        let result: Result<(T, crate::stopped::Applied), HookError> = store.transaction(|s| {
+            let stopped = crate::stopped::apply_backlog(dir.path(), s, &sys.proc, crate::stopped::HOOK_BACKLOG)?;
+            crate::timing::mark("deferred forgets");
             let v = f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s)?;
             crate::fault::point("before_commit");
             crate::timing::mark("cache writes");
-            Ok(v)
+            Ok((v, stopped))
         });
         match result {
-            Ok(v) => {
+            Ok((v, stopped)) => {
                 crate::timing::mark("commit");
                 crate::fault::point("after_commit");
+                stopped.finish();
+                if let Some(after) = after_commit.take() {
+                    after(&v);
+                }
+                crate::timing::mark("receipt");
                 return Ok(v);
             }
             Err(e) => {

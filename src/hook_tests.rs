@@ -134,7 +134,82 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
     assert!(calls.contains(&"get 4242".to_string()), "{calls:?}");
     let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
     let g = store.groups().unwrap();
-    assert_eq!((g[0].ok, g[0].failed), (3, 0), "the repeat run is counted like any ensure");
+    assert_eq!((g[0].ok, g[0].failed), (2, 0), "a run that its receipt proves done changes and counts nothing");
+}
+
+/// Without its receipt (a container the NRI catch-up or rebuild recorded), the repeat run takes
+/// the cache path: its own row and one GET, counted like any ensure.
+#[test]
+fn a_repeat_run_without_its_receipt_reads_its_row_and_is_counted() {
+    let e = env();
+    for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
+        e.fp.spawn(pid, 1, 0, cg).unwrap();
+    }
+    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
+    e.run(c0, &Config::default()).unwrap();
+    e.run(CREATING, &Config::default()).unwrap();
+    std::fs::remove_file(e.dir.path().join("state").join(crate::receipt::DIR).join("c1")).unwrap();
+    let before = e.kernel.calls().len();
+    let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    let calls = e.kernel.calls()[before..].to_vec();
+    assert!(calls.iter().all(|c| !c.contains("4240") && !c.starts_with("share")), "{calls:?}");
+    let g = Store::open(&e.dir.path().join("state/cache.db")).unwrap().groups().unwrap();
+    assert_eq!((g[0].ok, g[0].failed), (3, 0));
+    assert!(e.dir.path().join("state/done/c1").exists(), "the cache path writes the receipt again");
+}
+
+/// A poststart whose receipt holds neither takes the lock nor opens the cache: it succeeds while
+/// another process holds the lock, and leaves the cache file untouched.
+#[test]
+fn poststart_with_its_receipt_takes_no_lock_and_opens_no_cache() {
+    let e = env();
+    e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+    e.run(CREATING, &Config::default()).unwrap();
+    let sd = e.dir.path().join("state");
+    let db = sd.join("cache.db");
+    let before = std::fs::metadata(&db).unwrap().modified().unwrap();
+    let dir = StateDir::open(&sd).unwrap();
+    let _held = dir.lock(std::time::Duration::from_secs(1)).unwrap();
+    let config = Config::parse("lock_timeout_ms = 50\n", std::path::Path::new("t.toml")).unwrap();
+    let done = e.run(&CREATING.replace("creating", "running"), &config).unwrap();
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert_eq!(std::fs::metadata(&db).unwrap().modified().unwrap(), before);
+}
+
+/// A receipt is checked against the kernel, the process and the cache file: each mismatch sends
+/// the run down the full path, which repairs or re-proves.
+#[test]
+fn a_receipt_that_no_longer_holds_is_not_trusted() {
+    let e = env();
+    for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
+        e.fp.spawn(pid, 1, 0, cg).unwrap();
+    }
+    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
+    e.run(c0, &Config::default()).unwrap();
+    e.run(CREATING, &Config::default()).unwrap();
+    let sys = System {
+        kernel: &e.kernel,
+        proc: e.fp.procfs(),
+        cgroup_root: e.dir.path().join("cg"),
+        state_dir: e.dir.path().join("state"),
+    };
+    let sd = sys.state_dir.clone();
+    let holds = |group: &str, pid| crate::receipt::holds(&e.kernel, &sys.proc, &sd, "c1", group, pid);
+    let cookie = e.kernel.get(4240).unwrap();
+    assert_eq!(holds("web", 4242), Some(cookie));
+    assert_eq!(holds("db", 4242), None, "another group");
+    assert_eq!(holds("web", 4240), None, "another pid");
+    // The init's pid reused by another process.
+    e.fp.spawn(4242, 2, 0, "/c1").unwrap();
+    assert_eq!(holds("web", 4242), None, "a reused pid");
+    e.fp.spawn(4242, 1, 0, "/c1").unwrap();
+    assert_eq!(holds("web", 4242), Some(cookie));
+    // The cache moved aside and replaced (another inode).
+    let db = sd.join("cache.db");
+    std::fs::copy(&db, sd.join("copy.db")).unwrap();
+    std::fs::rename(sd.join("copy.db"), &db).unwrap();
+    assert_eq!(holds("web", 4242), None, "another cache file");
 }
 
 #[test]

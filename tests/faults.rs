@@ -126,21 +126,42 @@ mod injected {
         }
     }
 
+    /// poststop killed once its stop is recorded, and a createRuntime joining the group killed at
+    /// each step while it applies a backlog of recorded stops (`stopped::HOOK_BACKLOG`, among them
+    /// the container's): the lock is free, the cache intact and consistent, and the stopped
+    /// container gone at the next reader.
     #[test]
     fn sigkill_during_poststop() {
+        let stopped_files = |w: &World| std::fs::read_dir(w.state_dir().join("stopped")).map_or(0, |d| d.count());
+        let w = World::new("fault-stop-recorded", "");
+        let (p1, p2) = (w.spawn(), w.spawn());
+        w.ensure("c1", p1, &pod("tenant-a", "web"));
+        w.ensure("c2", p2, &pod("tenant-a", "web"));
+        w.kill(p1);
+        killed_at(&w, oci_coresched_hook::fault::STOP_RECORDED, &state("c1", "stopped", None, &[]));
+        let list = check_after_kill(&w, "stop_recorded");
+        assert!(cached(&list, "c1").is_none(), "{list:#}");
+        assert_eq!(stopped_files(&w), 0, "the reader applied the stop and removed its file");
         for point in ["after_lock", "before_commit", "after_commit"] {
             let w = World::new(&format!("fault-stop-{point}"), "");
-            let (p1, p2) = (w.spawn(), w.spawn());
+            let (p1, p2, p3) = (w.spawn(), w.spawn(), w.spawn());
             w.ensure("c1", p1, &pod("tenant-a", "web"));
             w.ensure("c2", p2, &pod("tenant-a", "web"));
             w.kill(p1);
-            killed_at(&w, point, &state("c1", "stopped", None, &[]));
-            let list = check_after_kill(&w, point);
-            assert_eq!(cached(&list, "c1").is_none(), point == "after_commit", "{point}: {list:#}");
             w.forget("c1");
+            assert_eq!(stopped_files(&w), 1, "{point}: poststop recorded the stop");
+            for i in 1..oci_coresched_hook::stopped::HOOK_BACKLOG {
+                oci_coresched_hook::stopped::record(&w.state_dir(), &format!("gone-{i}")).unwrap();
+            }
+            killed_at(&w, point, &state("c3", "creating", Some(p3), &pod("tenant-a", "web")));
+            let list = check_after_kill(&w, point);
+            assert!(cached(&list, "c1").is_none(), "{point}: {list:#}");
+            assert_eq!(stopped_files(&w), 0, "{point}");
+            w.ensure("c3", p3, &pod("tenant-a", "web"));
             let list = w.list();
             check_consistent(&list);
-            assert_eq!(members(&list).iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["c2"], "{point}");
+            assert_eq!(members(&list).iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["c2", "c3"], "{point}");
+            assert_eq!(w.cookie(p3), w.cookie(p2), "{point}");
             assert_eq!(w.integrity(), "ok");
         }
     }

@@ -404,7 +404,7 @@ fn refresh_if_changed<K: CoreSched>(
     if sig.as_ref() == Some(&now) {
         return;
     }
-    match crate::ops::open_existing(&opts.state_dir, opts.lock_timeout) {
+    match crate::ops::open_existing(&opts.state_dir, f.proc, opts.lock_timeout) {
         Ok(Some((_lock, store))) => match f.refresh(&store) {
             Ok(()) => last_error.clear(),
             Err(e) => report(last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e))),

@@ -131,7 +131,7 @@ pub fn catch_up<K: CoreSched>(
                 log::info!("catch-up: container {} (pid {pid}): cookie cleared ({})", c.id, decision.reason);
                 s.cleared += 1;
             }
-            Ok(Done::Skipped | Done::Forgot(_)) => s.skipped += 1,
+            Ok(Done::Skipped | Done::Forgot(_) | Done::StopRecorded) => s.skipped += 1,
             Err(e) => {
                 log::warn!("catch-up: container {} (pid {pid}): {}", c.id, crate::error::Chain(&e));
                 s.failed += 1;

@@ -9,18 +9,26 @@ pub mod reconcile;
 
 use std::path::Path;
 
+use crate::procfs::ProcFs;
 use crate::statedir::{LockGuard, StateDir};
 use crate::store::{Store, StoreError};
 
 /// Opens the cache under the lock for reading, without creating anything: `None` when there is
-/// no state dir or no database yet; an error when the state dir is unusable.
-pub fn open_existing(state_dir: &Path, timeout: std::time::Duration) -> anyhow::Result<Option<(LockGuard, Store)>> {
+/// no state dir or no database yet; an error when the state dir is unusable. Applies the deferred
+/// forgets first ([`crate::stopped`]), as every opener of the cache does, so that a reader sees
+/// no container whose poststop already ran.
+pub fn open_existing(
+    state_dir: &Path,
+    proc: &ProcFs,
+    timeout: std::time::Duration,
+) -> anyhow::Result<Option<(LockGuard, Store)>> {
     let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
     if !dir.db_path().exists() {
         return Ok(None);
     }
     let lock = dir.lock(timeout)?;
     let store = Store::open(&dir.db_path()).map_err(|e: StoreError| anyhow::anyhow!(e))?;
+    crate::stopped::apply_now(dir.path(), &store, proc).map_err(|e| anyhow::anyhow!(e))?;
     Ok(Some((lock, store)))
 }
 

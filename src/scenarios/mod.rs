@@ -184,15 +184,36 @@ fn group_change_moves_the_container(w: &mut World) {
     assert!(!w.groups().contains(&"web".to_string()), "empty group must vanish: {:?}", w.groups());
 }
 
+/// poststop records the stop; the next opener of the cache (here the world's reader, as `list`,
+/// `gc` or the next hook would) removes the row, and the group with its last member.
 fn poststop_forgets_and_empty_groups_vanish(w: &mut World) {
     w.start("c1", &[(GROUP, "web")]);
     w.start("c2", &[(GROUP, "web")]);
-    assert!(matches!(w.stop("c1"), Ok(Done::Forgot(Some(_)))));
+    assert!(matches!(w.stop("c1"), Ok(Done::StopRecorded)));
     assert_eq!(w.groups(), vec!["web"]);
-    assert!(matches!(w.stop("c2"), Ok(Done::Forgot(Some(_)))));
+    assert!(w.member("c1").is_none());
+    assert!(matches!(w.stop("c2"), Ok(Done::StopRecorded)));
     assert!(w.groups().is_empty());
     assert!(w.member("c2").is_none());
-    assert!(matches!(w.stop("never-seen"), Ok(Done::Forgot(None))));
+    assert!(matches!(w.stop("never-seen"), Ok(Done::StopRecorded)));
+    assert!(w.groups().is_empty());
+}
+
+/// A deferred forget that outlives its container's id: a new container took the id and runs by
+/// the time the forget is applied, so its row stays and the group keeps its cookie.
+fn a_stop_recorded_before_the_id_was_reused_keeps_the_new_container(w: &mut World) {
+    w.start("c1", &[(GROUP, "web")]);
+    w.kill("c1");
+    assert!(matches!(w.hook(&w.state("c1", "stopped", None, &[]), Some(Stage::Poststop)).1, Ok(Done::StopRecorded)));
+    // The old forget file is still there when the new c1's createRuntime opens the cache, and a
+    // second stop is recorded again after the new one started.
+    let p2 = w.spawn("c1");
+    ensured(w.create_runtime("c1", p2, &[(GROUP, "web")]));
+    crate::stopped::record(&w.state_dir(), "c1").unwrap();
+    assert_eq!(w.member("c1").map(|m| m.pid), Some(p2), "the live container's row stays");
+    let p3 = w.start("c3", &[(GROUP, "web")]);
+    assert_eq!(w.cookie(p3), w.cookie(p2));
+    assert_ne!(w.cookie(p2), 0);
 }
 
 fn poststart_after_create_runtime_is_idempotent(w: &mut World) {
@@ -220,6 +241,23 @@ fn poststart_repairs_an_init_whose_cookie_was_replaced(w: &mut World) {
     assert_eq!(out.via, Via::Shared("c1".into()));
     assert_eq!(w.cookie(p2), c, "poststart must restore the group's cookie");
     assert_eq!(w.member("c2").unwrap().cookie, c);
+}
+
+/// The receipt path must not hide undone work either: with the cookie replaced behind the hook's
+/// back and the container's row gone from the cache, poststart takes the full path, puts the
+/// group's cookie back and records the container again.
+fn poststart_repairs_a_replaced_cookie_whose_record_is_missing(w: &mut World) {
+    let p1 = w.start("c1", &[(GROUP, "web")]);
+    let p2 = w.start("c2", &[(GROUP, "web")]);
+    let c = w.cookie(p1);
+    w.recookie(p2);
+    w.store().transaction(|s| s.remove_member("c2")).unwrap();
+    assert!(w.member("c2").is_none());
+    let (_, done) = w.hook(&w.state("c2", "running", Some(p2), &[(GROUP, "web")]), Some(Stage::Poststart));
+    let out = ensured(done);
+    assert_eq!(out.via, Via::Shared("c1".into()));
+    assert_eq!(w.cookie(p2), c, "poststart must restore the group's cookie");
+    assert_eq!(w.member("c2").map(|m| (m.pid, m.cookie)), Some((p2, c)), "and record it again");
 }
 
 fn invalid_group_gets_own_cookie(w: &mut World) {
@@ -316,8 +354,10 @@ suite!(
     exclusive_never_shares,
     group_change_moves_the_container,
     poststop_forgets_and_empty_groups_vanish,
+    a_stop_recorded_before_the_id_was_reused_keeps_the_new_container,
     poststart_after_create_runtime_is_idempotent,
     poststart_repairs_an_init_whose_cookie_was_replaced,
+    poststart_repairs_a_replaced_cookie_whose_record_is_missing,
     invalid_group_gets_own_cookie,
     sched_idle_is_written_for_its_class,
     sched_idle_failure_keeps_the_membership,

@@ -161,9 +161,12 @@ impl World {
         }
     }
 
+    /// The cache as any opener sees it: with the deferred forgets applied.
     pub fn store(&self) -> Store {
         let dir = StateDir::open(&self.state_dir()).expect("state dir");
-        Store::open(&dir.db_path()).expect("cache")
+        let store = Store::open(&dir.db_path()).expect("cache");
+        crate::stopped::apply_now(dir.path(), &store, &self.proc).expect("deferred forgets");
+        store
     }
 
     pub fn members(&self, group: &str) -> Vec<Member> {

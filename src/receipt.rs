@@ -1,0 +1,184 @@
+//! Receipts: what an ensure proved, kept beside the cache in `done/<container id>` so that a later
+//! stage of the same container (poststart, or createRuntime after old podman's prestart) can see
+//! that the work is done without opening SQLite.
+//!
+//! A receipt is written under the state lock, after the transaction that recorded the container
+//! committed. It names the init (pid and start time), the group, the cookie and the cache file
+//! (device and inode) that holds the row. It is trusted only when all of these still hold: the
+//! decision names the same group, the cache is the same file (a damaged cache moved aside and
+//! replaced is another inode), the init is the same process before and after a GET, and the GET
+//! shows the receipt's cookie. Anything else, or any error, sends the caller down the full path
+//! under the lock, which repairs what is wrong. Rows are never removed for a live init that keeps
+//! its cookie under the same decision (a clear sets cookie 0; gc, a join and a deferred forget
+//! remove only dead or reused inits), so a receipt that passes these checks has its row.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::kernel::{Cookie, CoreSched};
+use crate::procfs::{Pid, ProcFs, TaskId};
+
+/// The directory of receipts inside the state dir.
+pub const DIR: &str = "done";
+
+/// What an ensure proved about one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The group the row records.
+    pub group: String,
+    /// The init, by pid and start time.
+    pub init: TaskId,
+    /// The cookie the init held, verified by GET.
+    pub cookie: Cookie,
+    /// The cache file holding the row: (device, inode).
+    pub cache: (u64, u64),
+}
+
+fn path(state_dir: &Path, container_id: &str) -> PathBuf {
+    state_dir.join(DIR).join(container_id)
+}
+
+/// The cache file's identity: (device, inode).
+pub fn cache_identity(db: &Path) -> std::io::Result<(u64, u64)> {
+    let m = std::fs::metadata(db)?;
+    Ok((m.dev(), m.ino()))
+}
+
+impl Receipt {
+    fn render(&self) -> String {
+        let (dev, ino) = self.cache;
+        let TaskId { pid, start_time } = self.init;
+        format!("v1 {pid} {start_time} {:x} {dev} {ino} {}\n", self.cookie, self.group)
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        let mut f = text.strip_suffix('\n')?.split(' ');
+        if f.next()? != "v1" {
+            return None;
+        }
+        let pid = f.next()?.parse().ok()?;
+        let start_time = f.next()?.parse().ok()?;
+        let cookie = Cookie::from_str_radix(f.next()?, 16).ok()?;
+        let cache = (f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+        let group = f.next()?.to_string();
+        if f.next().is_some() || group.is_empty() {
+            return None;
+        }
+        Some(Self { group, init: TaskId { pid, start_time }, cookie, cache })
+    }
+}
+
+/// Creates (or truncates) the file `name` in `dir` (mode 0600, no symlink followed), creating
+/// `dir` (0700) when it is missing: the one way the state dir's `done/` and `stopped/` files are
+/// made.
+pub fn create_in(dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(dir.join(name))
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            open()
+        }
+        other => other,
+    }
+}
+
+/// Writes the receipt of `container_id` (the caller holds the lock and has committed the row).
+pub fn write(state_dir: &Path, container_id: &str, receipt: &Receipt) -> std::io::Result<()> {
+    // A reader never runs while its own container's createRuntime writes: a torn file can only be
+    // one that fails to parse, which sends the reader down the full path.
+    create_in(&state_dir.join(DIR), container_id)?.write_all(receipt.render().as_bytes())
+}
+
+/// Removes the receipt of `container_id`, if any.
+pub fn remove(state_dir: &Path, container_id: &str) {
+    match std::fs::remove_file(path(state_dir, container_id)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!("failed to remove the receipt of container {container_id}: {e}"),
+    }
+}
+
+/// The receipt of `container_id`, when one exists and parses.
+fn read(state_dir: &Path, container_id: &str) -> Option<Receipt> {
+    let mut buf = [0u8; 512];
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path(state_dir, container_id))
+        .ok()?;
+    let n = std::io::Read::read(&mut f, &mut buf).ok()?;
+    Receipt::parse(std::str::from_utf8(&buf[..n]).ok()?)
+}
+
+/// The cookie `pid` holds when `container_id`'s receipt proves that its ensure into `group` is
+/// done and still holds (see the module documentation); `None` sends the caller down the full path.
+pub fn holds<K: CoreSched>(
+    kernel: &K,
+    proc: &ProcFs,
+    state_dir: &Path,
+    container_id: &str,
+    group: &str,
+    pid: Pid,
+) -> Option<Cookie> {
+    let r = read(state_dir, container_id)?;
+    if r.group != group || r.init.pid != pid || r.cookie == 0 {
+        return None;
+    }
+    if cache_identity(&state_dir.join(crate::statedir::DB_FILE)).ok()? != r.cache {
+        return None;
+    }
+    let same = || proc.task(pid).ok().flatten() == Some(r.init);
+    if !same() || kernel.get(pid).ok()? != r.cookie || !same() {
+        return None;
+    }
+    Some(r.cookie)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt() -> Receipt {
+        Receipt {
+            group: "tenant-a/pod:abc:expeller".into(),
+            init: TaskId { pid: 4242, start_time: 777 },
+            cookie: 0x5eed,
+            cache: (64, 123),
+        }
+    }
+
+    #[test]
+    fn a_receipt_reads_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "c1", &receipt()).unwrap();
+        assert_eq!(read(dir.path(), "c1"), Some(receipt()));
+        remove(dir.path(), "c1");
+        assert_eq!(read(dir.path(), "c1"), None);
+        remove(dir.path(), "c1");
+    }
+
+    #[test]
+    fn a_torn_or_foreign_receipt_is_no_receipt() {
+        let full = receipt().render();
+        for cut in 0..full.len() {
+            assert_eq!(Receipt::parse(&full[..cut]), None, "{:?}", &full[..cut]);
+        }
+        for bad in ["v2 1 2 3 4 5 g\n", "v1 1 2 zz 4 5 g\n", "v1 1 2 3 4 5 g extra\n", "v1 1 2 3 4 5 \n"] {
+            assert_eq!(Receipt::parse(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Deferred forgets: poststop records a stopped container as an empty file `stopped/<container id>`
+//! in the state dir instead of opening the cache, and whoever next opens the cache under the lock
+//! (a hook, `gc`, the follower's sweep, `list`, `metrics`) applies them in its transaction.
+//!
+//! Applying one removes the container's row only when that row's init is dead or its pid was
+//! reused, which a stopped container's always is: a row whose init is alive belongs to a newer
+//! container that took the same id, and stays. Until a forget is applied, its member is a dead
+//! one, which every reader already recognises by pid and start time; so deferring it changes no
+//! decision, only when the row goes.
+
+use std::path::{Path, PathBuf};
+
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::{Member, Store, StoreError};
+
+/// The directory of deferred forgets inside the state dir.
+pub const DIR: &str = "stopped";
+
+/// Records that `container_id` stopped (the caller checked the state dir; no lock is needed: the
+/// file's existence is the whole record).
+pub fn record(state_dir: &Path, container_id: &str) -> std::io::Result<()> {
+    crate::receipt::create_in(&state_dir.join(DIR), container_id).map(drop)
+}
+
+/// What [`apply`] did; [`Applied::finish`] removes the files once the transaction committed.
+#[derive(Debug, Default)]
+#[must_use = "the applied files are removed by `finish` after the commit"]
+pub struct Applied {
+    /// Rows removed.
+    pub removed: Vec<Member>,
+    files: Vec<PathBuf>,
+}
+
+impl Applied {
+    /// Removes the applied forgets' files (after the transaction that applied them committed; a
+    /// file left by a crash here is applied again, which changes nothing).
+    pub fn finish(self) -> Vec<Member> {
+        for f in &self.files {
+            if let Err(e) = std::fs::remove_file(f) {
+                log::warn!("failed to remove the applied forget {}: {e}", f.display());
+            }
+        }
+        self.removed
+    }
+}
+
+/// How many recorded stops make a hook apply them ([`apply_backlog`]): below this the hook leaves
+/// them to `gc`, the follower's sweep and the readers, so that a createRuntime does not pay for
+/// every earlier poststop; at this many it applies them all, which bounds the directory on a
+/// node where nothing else opens the cache.
+pub const HOOK_BACKLOG: usize = 32;
+
+/// Applies every deferred forget in `state_dir` to `store` (inside the caller's transaction, under
+/// the lock). A forget whose row's init cannot be read is kept for the next opener.
+pub fn apply(state_dir: &Path, store: &Store, proc: &ProcFs) -> Result<Applied, StoreError> {
+    apply_backlog(state_dir, store, proc, 1)
+}
+
+/// [`apply`], when at least `min` stops are recorded; otherwise nothing.
+pub fn apply_backlog(state_dir: &Path, store: &Store, proc: &ProcFs, min: usize) -> Result<Applied, StoreError> {
+    let mut applied = Applied::default();
+    let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(state_dir.join(DIR)) {
+        Ok(e) => e.flatten().collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(applied),
+        Err(e) => {
+            log::warn!("failed to read the deferred forgets in {}: {e}", state_dir.join(DIR).display());
+            return Ok(applied);
+        }
+    };
+    if entries.len() < min {
+        return Ok(applied);
+    }
+    for entry in entries {
+        let file = entry.path();
+        let Some(id) = entry.file_name().to_str().map(str::to_string) else {
+            applied.files.push(file);
+            continue;
+        };
+        if let Some(m) = store.member(&id)? {
+            match proc.task(m.pid) {
+                Ok(Some(now)) if now == (TaskId { pid: m.pid, start_time: m.start_time }) => {
+                    log::debug!("stopped container {id}: its id now names a live container (pid {}); kept", m.pid);
+                }
+                Ok(_) => {
+                    store.remove_member(&id)?;
+                    crate::receipt::remove(state_dir, &id);
+                    log::info!("container {id} stopped: removed from group {}", m.group);
+                    applied.removed.push(m);
+                }
+                Err(e) => {
+                    log::warn!(
+                        "stopped container {id}: failed to read /proc for pid {}: {e}; forgetting it later",
+                        m.pid
+                    );
+                    continue;
+                }
+            }
+        }
+        applied.files.push(file);
+    }
+    Ok(applied)
+}
+
+/// Applies the deferred forgets in a transaction of their own (for readers that write nothing
+/// else: `list`, `metrics`, `inspect`, the follower's view).
+pub fn apply_now(state_dir: &Path, store: &Store, proc: &ProcFs) -> Result<Vec<Member>, StoreError> {
+    Ok(store.transaction(|s| apply(state_dir, s, proc))?.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::fake::FakeProc;
+
+    #[test]
+    fn a_forget_removes_a_dead_member_and_keeps_a_live_one_that_took_the_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let proc = fp.procfs();
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        fp.spawn(10, 100, 0, "/a").unwrap();
+        fp.spawn(11, 200, 0, "/b").unwrap();
+        store
+            .transaction(|s| {
+                s.upsert_member(&Member::new("dead", "g", 9, 5))?;
+                s.upsert_member(&Member::new("live", "g", 10, 100))?;
+                s.upsert_member(&Member::new("reused", "h", 11, 1))
+            })
+            .unwrap();
+        for id in ["dead", "live", "reused", "never-cached"] {
+            record(dir.path(), id).unwrap();
+        }
+        record(dir.path(), "dead").unwrap();
+        let removed = apply_now(dir.path(), &store, &proc).unwrap();
+        let mut ids: Vec<_> = removed.iter().map(|m| m.container_id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["dead", "reused"]);
+        assert!(store.member("live").unwrap().is_some());
+        assert_eq!(store.groups().unwrap().iter().map(|g| g.key.as_str()).collect::<Vec<_>>(), ["g"]);
+        assert_eq!(std::fs::read_dir(dir.path().join(DIR)).unwrap().count(), 0, "every applied file is gone");
+        assert!(apply_now(dir.path(), &store, &proc).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_hook_applies_the_recorded_stops_only_once_they_pile_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        for i in 0..HOOK_BACKLOG {
+            let id = format!("c{i}");
+            store.transaction(|s| s.upsert_member(&Member::new(id.as_str(), "g", 9, 5)).map(drop)).unwrap();
+            if i + 1 < HOOK_BACKLOG {
+                record(dir.path(), &id).unwrap();
+            }
+        }
+        let backlog = |store: &Store| store.transaction(|s| apply_backlog(dir.path(), s, &fp.procfs(), HOOK_BACKLOG));
+        assert!(backlog(&store).unwrap().finish().is_empty(), "one short of the backlog: left for later");
+        assert_eq!(store.all_members().unwrap().len(), HOOK_BACKLOG);
+        record(dir.path(), &format!("c{}", HOOK_BACKLOG - 1)).unwrap();
+        assert_eq!(backlog(&store).unwrap().finish().len(), HOOK_BACKLOG);
+        assert!(store.all_members().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_rolled_back_transaction_keeps_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        store.transaction(|s| s.upsert_member(&Member::new("dead", "g", 9, 5)).map(drop)).unwrap();
+        record(dir.path(), "dead").unwrap();
+        let r: Result<(), StoreError> = store.transaction(|s| {
+            let _ = apply(dir.path(), s, &fp.procfs())?;
+            Err(StoreError::Quarantine { path: "x".into(), source: std::io::Error::other("abort") })
+        });
+        assert!(r.is_err());
+        assert!(store.member("dead").unwrap().is_some(), "rolled back");
+        assert!(dir.path().join(DIR).join("dead").exists(), "applied again by the next opener");
+    }
+}
