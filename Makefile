@@ -46,7 +46,7 @@ bench:
 # Where the share path's time goes: a hook built with the phase marks (feature phase-timing), over
 # the fake kernel only.
 bench-breakdown:
-	OCH_BENCH_TIMING=1 OCH_BENCH_ONLY=share,floor OCH_BENCH_SKIP_CRITERION=1 OCH_BENCH_SKIP_VM=1 scripts/bench.sh
+	OCH_BENCH_TIMING=1 OCH_BENCH_ONLY=share,lifecycle,floor OCH_BENCH_SKIP_CRITERION=1 OCH_BENCH_SKIP_VM=1 scripts/bench.sh
 
 # The real kernel in the VM tier (TCG, minutes): the process bench's share, create, lifecycle and
 # floor scenarios against /bin/true in the guest, and the hook's share of `runc run -d` and

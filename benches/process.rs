@@ -416,13 +416,14 @@ fn timing_wanted() -> bool {
     std::env::var("OCH_BENCH_TIMING").is_ok_and(|v| v == "1")
 }
 
-/// Median microseconds per phase over the `och-timing` lines of ensure runs in `stderr`, in the
-/// order the phases happen.
-fn phase_table(stderr: &str) -> String {
+/// Median microseconds per phase over the `och-timing` lines in `stderr` that name the phase
+/// `needle` (which picks the path: `members: /proc` a share, `receipt + GET` a poststart proven
+/// by its receipt, `stop recorded` a poststop), in the order the phases happen.
+fn phase_table(stderr: &str, needle: &str, title: &str) -> String {
     let mut order: Vec<String> = Vec::new();
     let mut values: std::collections::HashMap<String, Vec<u64>> = std::collections::HashMap::new();
     let mut runs = 0;
-    for line in stderr.lines().filter(|l| l.starts_with("och-timing:") && l.contains("members: /proc")) {
+    for line in stderr.lines().filter(|l| l.starts_with("och-timing:") && l.contains(needle)) {
         runs += 1;
         for field in line["och-timing:".len()..].split(';') {
             let Some((name, value)) = field.trim().rsplit_once('=') else { continue };
@@ -432,7 +433,7 @@ fn phase_table(stderr: &str) -> String {
             values.entry(name.to_string()).or_default().push(value.parse().unwrap_or(0));
         }
     }
-    let mut out = format!("\n| share path, phase (median of {runs} runs; in-process, after exec) | µs |\n|---|---:|\n");
+    let mut out = format!("\n| {title}, phase (median of {runs} runs; in-process, after exec) | µs |\n|---|---:|\n");
     for name in order {
         let v = values.get_mut(&name).expect("recorded");
         v.sort_unstable();
@@ -622,7 +623,7 @@ fn main() {
         let _ = std::fs::remove_file(w.stderr_file());
         let m = measure_path(&w, "g", false, runs, None);
         if n == LIVE && timing_wanted() {
-            tables.push(phase_table(&w.stderr_text()));
+            tables.push(phase_table(&w.stderr_text(), "members: /proc", "share path"));
         }
         eprintln!("  {name}: {:.3} ms ({:.1} s)", ms(m.hook_median()), t.elapsed().as_secs_f64());
         max_rss = (max_rss.0.max(m.maxrss_kib), max_rss.1.max(m.true_maxrss_kib));
@@ -659,7 +660,13 @@ fn main() {
         w.reset();
         let mut sleepers = Sleepers::default();
         seed_live(&w, "g", &mut sleepers);
+        let _ = std::fs::remove_file(w.stderr_file());
         let stages = measure_lifecycle(&w, "g", runs);
+        if timing_wanted() {
+            let text = w.stderr_text();
+            tables.push(phase_table(&text, "receipt + GET", "lifecycle, poststart"));
+            tables.push(phase_table(&text, "stop recorded", "lifecycle, poststop"));
+        }
         let names = ["createRuntime", "poststart", "poststop"];
         for (name, m) in names.iter().zip(&stages) {
             eprintln!("  lifecycle {name}: {:.3} ms", ms(m.hook_median()));
