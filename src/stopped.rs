@@ -103,7 +103,12 @@ pub fn apply_backlog(state_dir: &Path, store: &Store, proc: &ProcFs, min: usize)
 
 /// Applies the deferred forgets in a transaction of their own (for readers that write nothing
 /// else: `list`, `metrics`, `inspect`, the follower's view).
+/// With no stop recorded it writes nothing, so a reader of a cache it may not write still works.
 pub fn apply_now(state_dir: &Path, store: &Store, proc: &ProcFs) -> Result<Vec<Member>, StoreError> {
+    let none = std::fs::read_dir(state_dir.join(DIR)).map_or(true, |mut d| d.next().is_none());
+    if none {
+        return Ok(Vec::new());
+    }
     Ok(store.transaction(|s| apply(state_dir, s, proc))?.finish())
 }
 
