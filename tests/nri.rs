@@ -365,6 +365,10 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
 #[test]
 fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff() {
     let s = setup("comeback");
+    // The socket is there before the plugin starts, so its first connect finds it: the two
+    // "there anew" lines counted at the end are the restart's and the crash's, never a race
+    // between the plugin's first attempt and this bind.
+    let listener = UnixListener::bind(&s.socket).unwrap();
     let mut cmd = plugin_cmd(&s, &[]);
     // Backoff steps of 2, 4, 8 s: a plugin that sleeps them out misses the deadline below.
     cmd.env("OCH_NRI_BACKOFF_MS", "2000");
@@ -379,7 +383,6 @@ fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff
         rt.configure();
         rt
     };
-    let listener = UnixListener::bind(&s.socket).unwrap();
     let rt = rejoin(&listener, "first start");
 
     // A clean restart: the runtime closes the connection and removes its socket, then comes back
