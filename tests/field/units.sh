@@ -169,8 +169,11 @@ check_units() {
         test "${line_root##* cookie=}" = "$want" -a "${line_root%% *}" != window_ns=timeout
     check "a process exec'd as uid 1000 gets it too (prctl on another user's process under the unit's sandbox)" \
         test "${line_user##* cookie=}" = "$want" -a "${line_user%% *}" != window_ns=timeout
+    # Usually one fix per exec'd process (4 here), but a runtime helper fixed on its fork passes
+    # its cookie on to what it spawns, so fewer fixes can cover them all: the coverage itself is
+    # the probes' and the sleepers' cookies, checked around this.
     check "the follower fixed them from proc connector events (processes_fixed_total{via=\"event\"} $ev0 -> $ev1, no fix failures)" \
-        awk -v a="$ev0" -v b="$ev1" -v f0="$fl0" -v f1="$fl1" 'BEGIN { exit !(a != "absent" && b - a >= 4 && f0 == f1) }'
+        awk -v a="$ev0" -v b="$ev1" -v f0="$fl0" -v f1="$fl1" 'BEGIN { exit !(a != "absent" && b - a >= 1 && f0 == f1) }'
     check "exec'd sleepers (root pid $s_root, uid 1000 pid $s_user) have the cookie" \
         test "$(cookie "${s_root:-0}")" = "$want" -a "$(cookie "${s_user:-0}")" = "$want"
 
