@@ -116,8 +116,8 @@ fn corrupt_cache_is_moved_aside_and_the_hook_succeeds() {
     assert!(Store::open(&sd.join("cache.db")).unwrap().member("c1").unwrap().is_some());
 }
 
-#[test]
-fn poststart_after_create_runtime_reads_only_its_own_init() {
+/// c0 (pid 4240) then c1 (pid 4242, [`CREATING`]) created into group `web`.
+fn two_members_of_web() -> Env {
     let e = env();
     for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
         e.fp.spawn(pid, 1, 0, cg).unwrap();
@@ -125,6 +125,12 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
     let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
     e.run(c0, &Config::default()).unwrap();
     e.run(CREATING, &Config::default()).unwrap();
+    e
+}
+
+#[test]
+fn poststart_after_create_runtime_reads_only_its_own_init() {
+    let e = two_members_of_web();
     let before = e.kernel.calls().len();
     let running = CREATING.replace("creating", "running");
     let done = e.run(&running, &Config::default()).unwrap();
@@ -141,13 +147,7 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
 /// the cache path: its own row and one GET, counted like any ensure.
 #[test]
 fn a_repeat_run_without_its_receipt_reads_its_row_and_is_counted() {
-    let e = env();
-    for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
-        e.fp.spawn(pid, 1, 0, cg).unwrap();
-    }
-    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
-    e.run(c0, &Config::default()).unwrap();
-    e.run(CREATING, &Config::default()).unwrap();
+    let e = two_members_of_web();
     std::fs::remove_file(e.dir.path().join("state").join(crate::receipt::DIR).join("c1")).unwrap();
     let before = e.kernel.calls().len();
     let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
@@ -181,13 +181,7 @@ fn poststart_with_its_receipt_takes_no_lock_and_opens_no_cache() {
 /// the run down the full path, which repairs or re-proves.
 #[test]
 fn a_receipt_that_no_longer_holds_is_not_trusted() {
-    let e = env();
-    for (pid, cg) in [(4240, "/c0"), (4242, "/c1")] {
-        e.fp.spawn(pid, 1, 0, cg).unwrap();
-    }
-    let c0 = r#"{"id":"c0","status":"creating","pid":4240,"annotations":{"oci-coresched-hook/group":"web"}}"#;
-    e.run(c0, &Config::default()).unwrap();
-    e.run(CREATING, &Config::default()).unwrap();
+    let e = two_members_of_web();
     let sys = System {
         kernel: &e.kernel,
         proc: e.fp.procfs(),
