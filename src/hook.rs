@@ -216,8 +216,28 @@ pub fn run_with<K: CoreSched>(
             crate::timing::mark("log + kernel probe");
             let dir = StateDir::open(&sys.state_dir)?;
             let id = decision.container_id.as_str();
+            let pod_shim = pod_shim(decision, sys, shim_proof);
             if decision.action == Action::Clear {
-                let clear = |e: &Engine<'_, K>, _: &Store| e.clear(id, pid).map_err(|s| engine_err(id, s));
+                let clear = |e: &Engine<'_, K>, store: &Store| {
+                    let removed = e.clear(id, pid).map_err(|s| engine_err(id, s))?;
+                    // A shim left with a cookie only starts this container's exec'd processes
+                    // under the pod's group (never wider): a failure is logged and counted.
+                    if let Some((shim, sandbox)) = &pod_shim {
+                        match shim::clear(e, store, &sys.proc, *shim, sandbox) {
+                            Ok(w) if w.changed => log::info!(
+                                "container {id} runs without a cookie: its pod's shim (pid {}, sandbox {sandbox}) \
+                                 is back at cookie 0, for the rest of its life",
+                                shim.pid
+                            ),
+                            Ok(_) => {}
+                            Err(source) => {
+                                let e = counted(store, HookError::Shim { id: id.to_string(), source });
+                                log::warn!("{}", crate::error::Chain(&e));
+                            }
+                        }
+                    }
+                    Ok(removed)
+                };
                 return with_store(&dir, config, None, clear, |_| {}, sys, on).map(Done::Cleared);
             }
             let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
@@ -229,7 +249,6 @@ pub fn run_with<K: CoreSched>(
                 labels: decision.labels(cgroup.clone()),
             };
             let (sched_idle, idle_cgroup) = (decision.sched_idle, req.labels.idle_cgroup.clone());
-            let pod_shim = pod_shim(decision, sys, shim_proof);
             crate::timing::mark("state dir + /proc cgroup");
             with_store(
                 &dir,
@@ -242,13 +261,13 @@ pub fn run_with<K: CoreSched>(
                     let shim_failed = pod_shim.as_ref().and_then(|(shim, sandbox)| {
                         let wired = shim::wire(e, store, &sys.proc, *shim, sandbox, &group);
                         match wired {
-                            Ok(w) if w.outcome.via != crate::engine::Via::AlreadySet => {
+                            Ok(w) if w.changed => {
                                 log::info!(
                                     "container {id}: its pod's shim (pid {}, sandbox {sandbox}) holds group {}'s \
                                      cookie {}: the processes it spawns start under it",
                                     shim.pid,
                                     w.group,
-                                    crate::kernel::CookieHex(w.outcome.cookie)
+                                    crate::kernel::CookieHex(w.cookie)
                                 );
                                 None
                             }

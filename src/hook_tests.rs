@@ -313,14 +313,13 @@ fn an_app_container_gives_its_pods_shim_its_groups_cookie() {
 }
 
 #[test]
-fn the_sandbox_a_cleared_container_and_a_container_outside_a_pod_leave_the_shim_alone() {
+fn the_sandbox_and_a_container_outside_a_pod_leave_the_shim_alone() {
     let cases = [
         (
             "sandbox",
             pod_state("sb1", 4242, "").replace(r#""container-type":"container""#, r#""container-type":"sandbox""#),
         ),
         ("sandbox by id", pod_state("sb1", 4242, "").replace(r#","io.kubernetes.cri.container-type":"container""#, "")),
-        ("policy none", pod_state("c1", 4242, r#","oci-coresched-hook/policy":"none""#)),
         ("no pod", r#"{"id":"c1","status":"creating","pid":4242,"annotations":{}}"#.to_string()),
     ];
     for (what, json) in cases {
@@ -348,4 +347,30 @@ fn a_shim_that_cannot_be_wired_fails_after_the_containers_cookie_and_is_counted(
     assert!(store.member("c1").unwrap().is_some(), "and its row");
     assert_eq!(store.failures().unwrap(), vec![("shim".to_string(), 1)]);
     assert!(!e.dir.path().join("state/done/c1").exists(), "no receipt: the next stage tries again");
+}
+
+#[test]
+fn a_cleared_container_takes_its_pods_shim_back_to_cookie_0() {
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.fp.spawn(4343, 2, 0, "/pods/c2").unwrap();
+    e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    assert_ne!(e.kernel.get(500).unwrap(), 0);
+    let none = pod_state("c2", 4343, r#","oci-coresched-hook/policy":"none""#);
+    let done = e.run_under_shim(&none, &Config::default()).unwrap();
+    assert!(matches!(done, Done::Cleared(_)), "{done:?}");
+    assert_eq!(e.kernel.get(500).unwrap(), 0, "c2's exec'd processes start at 0");
+    assert_ne!(e.kernel.get(4242).unwrap(), 0, "c1 keeps its group's cookie");
+    let row = e.store().member("shim:sb1").unwrap().unwrap();
+    assert_eq!((row.group.as_str(), row.cookie), ("shim:sb1:cleared", 0));
+    // A failure to clear the shim is counted, and the container is still cleared.
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.fp.spawn(4343, 2, 0, "/pods/c2").unwrap();
+    e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    e.kernel.deny(500);
+    e.kernel.force(4343, 7);
+    assert!(matches!(e.run_under_shim(&none, &Config::default()).unwrap(), Done::Cleared(_)));
+    assert_eq!(e.kernel.get(4343).unwrap(), 0);
+    assert_eq!(e.store().failures().unwrap(), vec![("shim".to_string(), 1)]);
 }

@@ -13,16 +13,21 @@
 //!   theirs (identity by pid and start time, shares through the verified relay, convergence
 //!   with the group), every join and `gc` drop the row once the shim exited, and neither
 //!   `reconcile` nor the follower walks a cgroup for it.
-//! - **Which cookie** ([`wire`]): the group of the pod's app containers while they agree; once
-//!   two of them are in different groups, a cookie of its own for the rest of the shim's life, so
-//!   a process it spawns shares a core with nothing outside the pod until the follower gives it
-//!   its container's group. The sandbox (pause) container and containers whose decision clears
-//!   their cookie (policy `none`, a disabled QoS class) do not wire the shim.
+//! - **Which cookie** ([`wire`], [`clear`]), each state kept for the rest of the shim's life:
+//!   - the group of the pod's app containers while they agree;
+//!   - a cookie of its own once two of them are in different groups, so a process it spawns
+//!     shares a core with nothing outside the pod until the follower gives it its container's
+//!     group;
+//!   - cookie 0 once one of them is decided to run without a cookie (policy `none`, a disabled
+//!     QoS class), so that container's exec'd processes start at 0 as it wants; the other
+//!     containers' exec'd processes are then the follower's, as on an engine without a shim.
+//!
+//!   The sandbox (pause) container does not move the shim.
 
-use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest};
+use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::kernel::CoreSched;
 use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::store::{Labels, Store};
+use crate::store::{Labels, Member, Store};
 
 /// What a shim's `comm` starts with (`containerd-shim-runc-v2` shows as `containerd-shim`:
 /// `comm` keeps 15 bytes).
@@ -70,19 +75,41 @@ fn own_group(sandbox: &str) -> String {
     format!("shim:{sandbox}")
 }
 
+/// The group a shim is recorded in, at cookie 0, once one of its pod's containers runs without a
+/// cookie (no engine ever ensures into it).
+fn cleared_group(sandbox: &str) -> String {
+    format!("shim:{sandbox}:cleared")
+}
+
 /// What [`wire`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wired {
-    /// The group whose cookie the shim now holds (the container's, or its own).
+    /// The group whose cookie the shim now holds (the container's, its own, or the cleared one).
     pub group: String,
-    /// The engine's ensure of the shim.
-    pub outcome: EnsureOutcome,
+    /// The shim's cookie.
+    pub cookie: crate::kernel::Cookie,
+    /// Whether this call changed it.
+    pub changed: bool,
+}
+
+/// The shim's row when it names this very shim (a row of an earlier shim of the sandbox is not).
+fn row_of(store: &Store, sandbox: &str, shim: TaskId) -> Result<Option<crate::store::Member>, EngineError> {
+    Ok(store.member(&member_id(sandbox))?.filter(|r| r.pid == shim.pid && r.start_time == shim.start_time))
+}
+
+/// The ensure checks the pid's identity itself; it must also be the one the proof named.
+fn still_there(proc: &ProcFs, shim: TaskId) -> Result<(), EngineError> {
+    match proc.is_same(shim) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(EngineError::TargetGone(shim.pid)),
+        Err(source) => Err(EngineError::Proc { pid: shim.pid, source }),
+    }
 }
 
 /// Gives the shim `shim` of sandbox `sandbox` the cookie of `group`, the group of a container of
 /// the pod that was just given its cookie; or a cookie of its own once the pod's containers
-/// disagree (a row of this very shim in another group). The caller holds the lock and runs this
-/// in the transaction of the container's ensure.
+/// disagree (a row of this very shim in another group); or nothing once one of them was cleared.
+/// The caller holds the lock and runs this in the transaction of the container's ensure.
 pub fn wire<K: CoreSched>(
     engine: &Engine<'_, K>,
     store: &Store,
@@ -91,30 +118,53 @@ pub fn wire<K: CoreSched>(
     sandbox: &str,
     group: &str,
 ) -> Result<Wired, EngineError> {
-    let id = member_id(sandbox);
     let own = own_group(sandbox);
-    let row = store.member(&id)?.filter(|r| r.pid == shim.pid && r.start_time == shim.start_time);
+    let row = row_of(store, sandbox, shim)?;
+    if let Some(r) = row.as_ref().filter(|r| r.group == cleared_group(sandbox)) {
+        return Ok(Wired { group: r.group.clone(), cookie: 0, changed: false });
+    }
     let target = match row.as_ref().map(|r| r.group.as_str()) {
         Some(g) if g != group => own.clone(),
         _ => group.to_string(),
     };
-    if row.as_ref().is_some_and(|r| r.group == group) {
-        log::debug!("pod shim pid {} of sandbox {sandbox} is in group {group}", shim.pid);
-    } else if target == own && row.as_ref().is_some_and(|r| r.group != own) {
+    if let Some(r) = row.as_ref().filter(|r| target == own && r.group != own) {
         log::info!(
             "the containers of sandbox {sandbox} are in different groups ({} and {group}): its shim pid {} gets a \
              cookie of its own",
-            row.as_ref().map_or("-", |r| r.group.as_str()),
+            r.group,
             shim.pid
         );
     }
-    // The ensure checks the pid's identity itself; it must be the one the proof named.
-    if !proc.is_same(shim).map_err(|source| EngineError::Proc { pid: shim.pid, source })? {
-        return Err(EngineError::TargetGone(shim.pid));
+    still_there(proc, shim)?;
+    let req = EnsureRequest {
+        container_id: member_id(sandbox),
+        group: target.clone(),
+        pid: shim.pid,
+        labels: Labels::default(),
+    };
+    let outcome: EnsureOutcome = engine.ensure(&req)?;
+    Ok(Wired { group: target, cookie: outcome.cookie, changed: outcome.via != Via::AlreadySet })
+}
+
+/// Gives the shim `shim` of sandbox `sandbox` cookie 0 for the rest of its life: a container of
+/// the pod was just decided to run without a cookie. The caller holds the lock and runs this in
+/// the transaction of the container's clear.
+pub fn clear<K: CoreSched>(
+    engine: &Engine<'_, K>,
+    store: &Store,
+    proc: &ProcFs,
+    shim: TaskId,
+    sandbox: &str,
+) -> Result<Wired, EngineError> {
+    let cleared = cleared_group(sandbox);
+    if row_of(store, sandbox, shim)?.is_some_and(|r| r.group == cleared) {
+        return Ok(Wired { group: cleared, cookie: 0, changed: false });
     }
-    let req = EnsureRequest { container_id: id, group: target.clone(), pid: shim.pid, labels: Labels::default() };
-    let outcome = engine.ensure(&req)?;
-    Ok(Wired { group: target, outcome })
+    still_there(proc, shim)?;
+    let id = member_id(sandbox);
+    engine.clear(&id, shim.pid)?;
+    store.upsert_member(&Member::new(&id, &cleared, shim.pid, shim.start_time))?;
+    Ok(Wired { group: cleared, cookie: 0, changed: true })
 }
 
 #[cfg(test)]

@@ -2,9 +2,7 @@
 //! disagree (fake kernel, fake `/proc`).
 
 use super::*;
-use crate::engine::Via;
 use crate::kernel::fake::{FakeKernel, FakeProc};
-use crate::store::Member;
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -85,7 +83,7 @@ fn the_shim_joins_its_pods_group_and_a_second_container_changes_nothing() {
     let e = env();
     let cookie = e.container("c1", 4242, "tenant-a/web");
     let w = e.wire("tenant-a/web").unwrap();
-    assert_eq!((w.group.as_str(), w.outcome.cookie), ("tenant-a/web", cookie));
+    assert_eq!((w.group.as_str(), w.cookie, w.changed), ("tenant-a/web", cookie, true));
     assert_eq!(e.shim_cookie(), cookie, "processes the shim spawns inherit the group's cookie");
     let row = e.store.member(&member_id("sb1")).unwrap().unwrap();
     assert_eq!((row.pid, row.start_time, row.labels.cgroup.as_deref()), (SHIM, 50, None), "no cgroup to walk");
@@ -93,7 +91,7 @@ fn the_shim_joins_its_pods_group_and_a_second_container_changes_nothing() {
     let again = e.container("c2", 4343, "tenant-a/web");
     assert_eq!(again, cookie);
     let w = e.wire("tenant-a/web").unwrap();
-    assert_eq!(w.outcome.via, Via::AlreadySet);
+    assert!(!w.changed);
     assert_eq!(e.shim_cookie(), cookie);
 }
 
@@ -127,7 +125,7 @@ fn a_new_shim_for_the_sandbox_replaces_the_row_of_one_that_exited() {
     e.fp.spawn(SHIM, 51, 0, "/system.slice/containerd.service").unwrap();
     e.fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
     let w = e.wire("tenant-a/web").unwrap();
-    assert_eq!((w.group.as_str(), w.outcome.cookie), ("tenant-a/web", web));
+    assert_eq!((w.group.as_str(), w.cookie), ("tenant-a/web", web));
     let row = e.store.member(&member_id("sb1")).unwrap().unwrap();
     assert_eq!((row.group.as_str(), row.start_time), ("tenant-a/web", 51));
 }
@@ -144,4 +142,24 @@ fn a_shim_that_exited_after_its_proof_is_not_touched() {
     assert!(matches!(err, EngineError::TargetGone(SHIM)), "{err:?}");
     assert_eq!(e.kernel.get(SHIM).unwrap(), 0);
     assert!(e.store.member(&member_id("sb1")).unwrap().is_none());
+}
+
+#[test]
+fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
+    let e = env();
+    e.container("c1", 4242, "tenant-a/web");
+    e.wire("tenant-a/web").unwrap();
+    assert_ne!(e.shim_cookie(), 0);
+    let proc = e.fp.procfs();
+    let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().unwrap();
+    let engine = Engine::new(&e.kernel, &proc, &e.store);
+    let c = clear(&engine, &e.store, &proc, shim, "sb1").unwrap();
+    assert_eq!((c.group.as_str(), c.changed), ("shim:sb1:cleared", true));
+    assert_eq!(e.shim_cookie(), 0, "the cleared container's exec'd processes start at 0");
+    assert!(e.store.members("tenant-a/web").unwrap().iter().all(|m| m.container_id != member_id("sb1")));
+    // A later container of a group does not give it a cookie again; clearing again changes nothing.
+    e.container("c3", 4444, "tenant-a/web");
+    let w = e.wire("tenant-a/web").unwrap();
+    assert_eq!((w.group.as_str(), w.changed, e.shim_cookie()), ("shim:sb1:cleared", false, 0));
+    assert!(!clear(&engine, &e.store, &proc, shim, "sb1").unwrap().changed);
 }
