@@ -211,6 +211,33 @@ mod tests {
     }
 
     #[test]
+    fn a_catch_up_gives_the_pods_shim_its_groups_cookie_found_through_the_sandbox_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
+        for (pid, comm, ppid) in [(500, "containerd-shim", 1), (700, "pause", 500), (4242, "sleep", 500)] {
+            fp.spawn(pid, pid as u64, 0, &format!("/p{pid}")).unwrap();
+            fp.set_lineage(pid, comm, ppid).unwrap();
+        }
+        let task = dir.path().join("k8s.io/sb");
+        std::fs::create_dir_all(&task).unwrap();
+        std::fs::write(task.join("init.pid"), "700").unwrap();
+        let proc = fp.procfs();
+        let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+        let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
+        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let c = running("c1", 4242, &[("oci-coresched-hook/group", "web")]);
+        assert_eq!(shim_proof(&pod, 4242, dir.path()), shim::Proof::ChildOf(700), "the sandbox process first");
+        let s = catch_up(std::slice::from_ref(&pod), &[c], &Config::default(), &sys, dir.path());
+        assert_eq!(s.ensured, 1, "{s:?}");
+        let cookie = sys.kernel.get(4242).unwrap();
+        assert_ne!(cookie, 0);
+        assert_eq!(sys.kernel.get(500).unwrap(), cookie, "the shim holds the group's cookie");
+        // Without containerd's init.pid of the sandbox, the container's own init leads to it.
+        std::fs::remove_file(task.join("init.pid")).unwrap();
+        assert_eq!(shim_proof(&pod, 4242, dir.path()), shim::Proof::ChildOf(4242));
+    }
+
+    #[test]
     fn stopped_and_sandbox_containers_are_skipped_without_touching_anything() {
         let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
         let stopped = Container {
