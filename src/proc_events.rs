@@ -9,6 +9,16 @@
 //! network namespaces with CAP_NET_ADMIN, and silently ignores one from another pid namespace; so
 //! [`ProcConnector::open`] proves the subscription works by waiting for the fork event of a thread
 //! it starts itself.
+//!
+//! Linux 6.6 and later also take a `struct proc_input` (the op, then a mask of event types) and
+//! drop every other event before it reaches the socket: the follower asks for fork and exec only
+//! ([`Subscription::Filtered`]), so the exit, uid, comm… events of the whole host never wake it.
+//! Earlier kernels ignore a message whose length is not that of the bare op, silently (no answer,
+//! no events). Silence proves nothing either way: the kernel sends to every socket bound to the
+//! group while anyone listens, so another listener's subscription would pass for an ignored one.
+//! So the bare op is always sent first (every kernel takes it), and the filter follows as a
+//! second message only where the release says 6.6 or later: a kernel that ignores it keeps the
+//! bare subscription and sends every event.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -26,6 +36,10 @@ const CN_MSG_LEN: usize = 20;
 const PROC_EVENT_NONE: u32 = 0;
 const PROC_EVENT_FORK: u32 = 1;
 const PROC_EVENT_EXEC: u32 = 2;
+/// The events asked for where the kernel filters: `enum proc_cn_event` bits.
+const WANTED_EVENTS: u32 = PROC_EVENT_FORK | PROC_EVENT_EXEC;
+/// The first release whose proc connector filters events per socket.
+const FILTER_SINCE: (u32, u32) = (6, 6);
 /// The socket's receive buffer asked for (SO_RCVBUFFORCE, CAP_NET_ADMIN): room for ~100,000
 /// events before the kernel drops any.
 const RCVBUF: libc::c_int = 8 << 20;
@@ -151,9 +165,55 @@ fn parse(datagram: &[u8], out: &mut Vec<Parsed>) {
     }
 }
 
-/// The subscription message: netlink header, `cn_msg` for the proc connector, LISTEN.
-fn subscription() -> Vec<u8> {
-    let len = (NLMSG_HDRLEN + CN_MSG_LEN + 4) as u32;
+/// How the follower subscribes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subscription {
+    /// The bare LISTEN op, then `struct proc_input { LISTEN, FORK | EXEC }` (Linux 6.6 and
+    /// later): the kernel sends only fork and exec events to this socket.
+    Filtered,
+    /// The bare LISTEN op: every event of every kind.
+    All,
+}
+
+impl Subscription {
+    /// The payload the connector message carries: the op, and for [`Subscription::Filtered`] the
+    /// event mask.
+    fn payload(self) -> Vec<u8> {
+        let mut p = PROC_CN_MCAST_LISTEN.to_ne_bytes().to_vec();
+        if self == Self::Filtered {
+            p.extend_from_slice(&WANTED_EVENTS.to_ne_bytes());
+        }
+        p
+    }
+
+    /// The one to send first on a kernel of release `release` (`uname -r`): filtered from 6.6 on.
+    /// A release that does not parse gets the bare op, which every kernel takes.
+    pub fn for_release(release: &str) -> Self {
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let major = parts.next().and_then(|v| v.parse::<u32>().ok());
+        let minor = parts.next().and_then(|v| v.parse::<u32>().ok());
+        match (major, minor) {
+            (Some(major), Some(minor)) if (major, minor) >= FILTER_SINCE => Self::Filtered,
+            _ => Self::All,
+        }
+    }
+}
+
+/// The running kernel's release (`uname -r`), empty when uname fails.
+fn kernel_release() -> String {
+    // SAFETY: an all-zero utsname is a valid value for uname(2) to overwrite.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = u.release.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The subscription message: netlink header, `cn_msg` for the proc connector, then `payload`.
+fn subscription(payload: &[u8]) -> Vec<u8> {
+    let len = (NLMSG_HDRLEN + CN_MSG_LEN + payload.len()) as u32;
     let mut m = Vec::with_capacity(len as usize);
     m.extend_from_slice(&len.to_ne_bytes());
     m.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
@@ -164,9 +224,9 @@ fn subscription() -> Vec<u8> {
     m.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes()); // cn seq
     m.extend_from_slice(&0u32.to_ne_bytes()); // cn ack
-    m.extend_from_slice(&4u16.to_ne_bytes()); // data length
+    m.extend_from_slice(&(payload.len() as u16).to_ne_bytes()); // data length
     m.extend_from_slice(&0u16.to_ne_bytes()); // flags
-    m.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+    m.extend_from_slice(payload);
     m
 }
 
@@ -176,6 +236,10 @@ pub struct ProcConnector {
     fd: OwnedFd,
     buf: Vec<u8>,
     parsed: Vec<Parsed>,
+    /// The kernel filters events for this socket (the filtered subscription was proved).
+    filtered: bool,
+    /// Messages read that were neither fork, exec nor an answer (the kernel did not filter them).
+    unwanted: u64,
 }
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -183,9 +247,28 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 impl ProcConnector {
-    /// Opens the socket, subscribes, and waits (at most [`PROOF_TIMEOUT`]) for the fork event of
-    /// a thread it starts, so that a subscription the kernel ignored is an error, not silence.
+    /// Opens the socket, subscribes (filtered where the kernel's release says it can), and waits
+    /// (at most [`PROOF_TIMEOUT`]) for the fork event of a thread it starts, so that a
+    /// subscription the kernel ignored is an error, not silence.
     pub fn open() -> Result<Self, ProcEventsError> {
+        let filter = (Subscription::for_release(&kernel_release()) == Subscription::Filtered)
+            .then(|| Subscription::Filtered.payload());
+        Self::open_with(filter.as_deref())
+    }
+
+    /// Whether the kernel drops the events the follower does not want before they reach it.
+    pub fn filtered(&self) -> bool {
+        self.filtered
+    }
+
+    /// Messages read that were not fork, exec or a subscription answer.
+    pub fn unwanted(&self) -> u64 {
+        self.unwanted
+    }
+
+    /// [`ProcConnector::open`] with the payload of the message that follows the bare op (the
+    /// filter) given, or none.
+    fn open_with(filter: Option<&[u8]>) -> Result<Self, ProcEventsError> {
         // SAFETY: plain socket(2); the fd is owned by the OwnedFd right after.
         let fd = check(unsafe {
             libc::socket(
@@ -227,13 +310,25 @@ impl ProcConnector {
             )
         };
         check(rc).map_err(ProcEventsError::Bind)?;
-        let msg = subscription();
-        // SAFETY: `msg` is a live buffer of `msg.len()` bytes.
-        check(unsafe { libc::send(raw, msg.as_ptr().cast(), msg.len(), 0) } as libc::c_int)
-            .map_err(ProcEventsError::Send)?;
-        let mut me = Self { fd, buf: vec![0; 64 * 1024], parsed: Vec::new() };
+        let mut me = Self { fd, buf: vec![0; 64 * 1024], parsed: Vec::new(), filtered: filter.is_some(), unwanted: 0 };
+        me.send(&Subscription::All.payload())?;
+        if let Some(f) = filter {
+            // From 6.6 on it narrows the subscription above (no second listener is counted); an
+            // earlier kernel ignores it and the subscription above stands. Events of other kinds
+            // that came in between are read and dropped by the proof, whose thread starts after.
+            me.send(f)?;
+        }
         me.prove()?;
         Ok(me)
+    }
+
+    /// Sends a subscription message carrying `payload`.
+    fn send(&self, payload: &[u8]) -> Result<(), ProcEventsError> {
+        let msg = subscription(payload);
+        // SAFETY: `msg` is a live buffer of `msg.len()` bytes.
+        check(unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) } as libc::c_int)
+            .map_err(ProcEventsError::Send)?;
+        Ok(())
     }
 
     /// Starts a thread and waits for its fork event; an error answer to the subscription fails.
@@ -299,10 +394,13 @@ impl ProcConnector {
 impl EventSource for ProcConnector {
     fn wait(&mut self, timeout: Duration, out: &mut Vec<Event>) -> Result<(), ProcEventsError> {
         self.read(timeout)?;
-        out.extend(self.parsed.drain(..).filter_map(|p| match p {
-            Parsed::Event(e) => Some(e),
-            _ => None,
-        }));
+        for p in self.parsed.drain(..) {
+            match p {
+                Parsed::Event(e) => out.push(e),
+                Parsed::Other => self.unwanted += 1,
+                Parsed::Ack(_) => {}
+            }
+        }
         Ok(())
     }
 }
@@ -371,12 +469,99 @@ mod tests {
 
     #[test]
     fn the_subscription_is_listen_for_the_proc_connector() {
-        let m = subscription();
+        let m = subscription(&Subscription::All.payload());
         assert_eq!(m.len(), 40);
         assert_eq!(u32_at(&m, 0), Some(40));
         assert_eq!(u32_at(&m, NLMSG_HDRLEN), Some(CN_IDX_PROC));
         assert_eq!(u16_at(&m, NLMSG_HDRLEN + 16), Some(4));
         assert_eq!(u32_at(&m, 36), Some(PROC_CN_MCAST_LISTEN));
+    }
+
+    #[test]
+    fn the_filtered_subscription_is_a_proc_input_of_fork_and_exec() {
+        let m = subscription(&Subscription::Filtered.payload());
+        assert_eq!(m.len(), 44);
+        assert_eq!(u32_at(&m, 0), Some(44));
+        assert_eq!(u16_at(&m, NLMSG_HDRLEN + 16), Some(8), "sizeof(struct proc_input)");
+        assert_eq!(u32_at(&m, 36), Some(PROC_CN_MCAST_LISTEN));
+        assert_eq!(u32_at(&m, 40), Some(1 | 2), "PROC_EVENT_FORK | PROC_EVENT_EXEC");
+    }
+
+    #[test]
+    fn only_releases_from_6_6_get_the_filtered_subscription_first() {
+        for r in ["6.6.0", "6.12.48+deb13-amd64", "6.18.44-fc-v1098", "7.0", "10.1.2"] {
+            assert_eq!(Subscription::for_release(r), Subscription::Filtered, "{r}");
+        }
+        for r in ["6.5.13", "6.1.0-37-amd64", "5.14.0-503.el9.x86_64", "4.19.0", "", "garbage", "6"] {
+            assert_eq!(Subscription::for_release(r), Subscription::All, "{r:?}");
+        }
+    }
+
+    /// Opens `c` then waits for the exec of a `/bin/true` child and, after it exited, 300 ms
+    /// more: the events seen.
+    fn exec_of_a_child(c: &mut ProcConnector) -> Vec<Event> {
+        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = child.id() as Pid;
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut seen = Vec::new();
+        while Instant::now() < end && !seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)) {
+            c.wait(Duration::from_millis(200), &mut seen).unwrap();
+        }
+        child.wait().unwrap();
+        let settle = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < settle {
+            c.wait(Duration::from_millis(50), &mut seen).unwrap();
+        }
+        assert!(
+            seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)),
+            "no exec event for pid {pid}: {seen:?}"
+        );
+        seen
+    }
+
+    /// An error of [`ProcConnector::open`] where the host cannot give events (no root, no
+    /// `CONFIG_PROC_EVENTS`): the suite's skip (a failure under `CI`).
+    fn skip_unless_ci(test: &str, e: ProcEventsError) {
+        assert!(
+            matches!(e, ProcEventsError::Socket(_) | ProcEventsError::Bind(_) | ProcEventsError::Silent(_)),
+            "{e:?}"
+        );
+        crate::test_skip::skip(test, &format!("needs the proc connector as root: {}", crate::error::Chain(&e)));
+    }
+
+    /// From 6.6 on the kernel keeps the exit (and every other unwanted) event of the child away.
+    #[test]
+    fn a_kernel_from_6_6_sends_only_fork_and_exec() {
+        let release = kernel_release();
+        if Subscription::for_release(&release) != Subscription::Filtered {
+            crate::test_skip::skip(
+                "a_kernel_from_6_6_sends_only_fork_and_exec",
+                &format!("needs Linux 6.6 or later (the proc connector's event filter); this is {release}"),
+            );
+            return;
+        }
+        match ProcConnector::open() {
+            Ok(mut c) => {
+                assert!(c.filtered(), "kernel {release} took the filtered subscription");
+                exec_of_a_child(&mut c);
+                assert_eq!(c.unwanted(), 0, "the child's exit and the host's other events are filtered out");
+            }
+            Err(e) => skip_unless_ci("a_kernel_from_6_6_sends_only_fork_and_exec", e),
+        }
+    }
+
+    /// A filter the kernel ignores (a length it does not know, as a kernel before 6.6 ignores
+    /// `struct proc_input`) leaves the bare subscription sent before it: every event comes.
+    #[test]
+    fn an_ignored_filter_leaves_the_subscription_to_every_event() {
+        let unknown = [PROC_CN_MCAST_LISTEN.to_ne_bytes(), WANTED_EVENTS.to_ne_bytes(), 0u32.to_ne_bytes()].concat();
+        match ProcConnector::open_with(Some(&unknown)) {
+            Ok(mut c) => {
+                exec_of_a_child(&mut c);
+                assert!(c.unwanted() > 0, "every event comes, the child's exit too");
+            }
+            Err(e) => skip_unless_ci("an_ignored_filter_leaves_the_subscription_to_every_event", e),
+        }
     }
 
     /// On a kernel with the proc connector and as root (CAP_NET_ADMIN) this opens for real and

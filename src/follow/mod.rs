@@ -296,9 +296,10 @@ pub fn run<K: CoreSched>(
     let mut source = open_events(every(false));
     let mut reopen_at = Instant::now() + REOPEN_AFTER;
     f.stats.events_enabled = source.is_some();
-    if source.is_some() {
+    if let Some(s) = &source {
         log::info!(
-            "reconcile --follow: following process events (proc connector); a full sweep every {} s",
+            "reconcile --follow: following process events (proc connector, {}); a full sweep every {} s",
+            if s.filtered() { "fork and exec only" } else { "every event: the kernel does not filter" },
             every(true).as_secs()
         );
     }
