@@ -21,6 +21,7 @@
 //! again for a running container. It also writes it for containers the NRI plugin caught up from
 //! a container that cannot write the host's cgroups.
 
+pub mod pace;
 pub mod stats;
 pub mod view;
 
@@ -32,8 +33,9 @@ use crate::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::proc_events::{Event, EventSource, ProcConnector, monotonic_ns};
-use crate::procfs::{Pid, ProcFs};
+use crate::procfs::{CgroupReader, Pid, ProcFs};
 use crate::store::Store;
+use pace::Pace;
 use stats::Stats;
 use view::{Signature, View};
 
@@ -73,6 +75,8 @@ pub struct Follower<'a, K: CoreSched> {
     /// Counters.
     pub stats: Stats,
     me: Pid,
+    /// `/proc/PID/cgroup`, read for every event without allocating.
+    cgroups: CgroupReader,
     /// Containers whose `cpu.idle` could not be kept, said once each.
     idle_warned: std::collections::BTreeSet<String>,
 }
@@ -86,6 +90,7 @@ impl<'a, K: CoreSched> Follower<'a, K> {
             view: View::default(),
             stats: Stats::default(),
             me: std::process::id() as Pid,
+            cgroups: CgroupReader::new(proc),
             idle_warned: Default::default(),
         }
     }
@@ -161,15 +166,17 @@ impl<'a, K: CoreSched> Follower<'a, K> {
         if tgid <= 1 || tgid == self.me || self.view.is_empty() {
             return Outcome::Outside;
         }
-        let cg = match self.proc.cgroup(task) {
-            Ok(Some(cg)) => cg,
+        let m = match self.cgroups.read(task) {
+            Ok(Some(cg)) => match self.view.owner(cg) {
+                Some(m) => m.clone(),
+                None => return Outcome::Outside,
+            },
             Ok(None) => return Outcome::Exited,
             Err(e) => {
                 log::debug!("follow: failed to read /proc/{task}/cgroup: {e}");
                 return Outcome::Exited;
             }
         };
-        let Some(m) = self.view.owner(&cg).cloned() else { return Outcome::Outside };
         let current = match self.kernel.get(task) {
             Ok(c) => c,
             Err(KernelError::NoSuchProcess(_)) => return Outcome::Exited,
@@ -309,6 +316,7 @@ pub fn run<K: CoreSched>(
     let mut next_idle = Instant::now();
     let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
     let mut events = Vec::with_capacity(256);
+    let mut pace = Pace::new(Instant::now());
     while !crate::signals::stopping() {
         let now = Instant::now();
         if now >= next_sweep {
@@ -372,12 +380,17 @@ pub fn run<K: CoreSched>(
         // A cache written since the last look (a container just created) is read before the
         // events that may be its processes.
         refresh_if_changed(&mut f, opts, &db, &mut sig, &mut last_error);
+        let batch = events.len();
         for ev in events.drain(..) {
             if ev == Event::Lost && next_sweep > Instant::now() {
                 log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
                 next_sweep = Instant::now();
             }
             f.handle(ev);
+        }
+        pace.note(batch, Instant::now());
+        if batch > 0 && !pace.gather().is_zero() {
+            std::thread::sleep(pace.gather());
         }
     }
     f.stats.cpu_seconds = own_cpu_seconds(proc);
