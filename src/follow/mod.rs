@@ -22,9 +22,11 @@
 //! a container that cannot write the host's cgroups.
 
 pub mod pace;
+mod refresh;
 pub mod stats;
 pub mod view;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,7 @@ use crate::proc_events::{Event, EventSource, ProcConnector, monotonic_ns};
 use crate::procfs::{CgroupReader, Pid, ProcFs};
 use crate::store::Store;
 use pace::Pace;
+use refresh::refresh_if_changed;
 use stats::Stats;
 use view::{Signature, View};
 
@@ -125,13 +128,16 @@ impl<'a, K: CoreSched> Follower<'a, K> {
         restored
     }
 
-    /// Rebuilds the view from the cache (read only; the caller holds the lock).
-    pub fn refresh(&mut self, store: &Store) -> Result<(), crate::store::StoreError> {
+    /// Rebuilds the view from the cache (read only; the caller holds the lock); returns the groups
+    /// whose cookie or live members changed since the last build ([`View::changed_groups`]).
+    pub fn refresh(&mut self, store: &Store) -> Result<BTreeSet<String>, crate::store::StoreError> {
         let members = store.all_members()?;
-        self.view = View::build(&members, self.kernel, self.proc);
+        let view = View::build(&members, self.kernel, self.proc);
+        let changed = self.view.changed_groups(&view);
+        self.view = view;
         self.stats.refreshes += 1;
         self.stats.members = self.view.len();
-        Ok(())
+        Ok(changed)
     }
 
     /// Handles one event; `now_ns` is read after the fix for the window.
@@ -336,6 +342,9 @@ pub fn run<K: CoreSched>(
         }
         if Instant::now() >= next_idle {
             f.keep_idle(&opts.cgroup_root);
+            if !f.view.inits_alive(proc) {
+                sig = None; // the refresh removes the member (exit events are not asked for)
+            }
             next_idle = Instant::now() + IDLE_EVERY;
         }
         if Instant::now() >= next_metrics {
@@ -404,33 +413,8 @@ pub fn run<K: CoreSched>(
     Ok(())
 }
 
-/// Rebuilds the view when the cache files changed since `sig` (or `sig` is `None`). The files are
-/// looked at before they are read, so a write during the read shows as a change next time. A
-/// failure is logged once ([`report`]) and tried again when the files change or after a sweep.
-fn refresh_if_changed<K: CoreSched>(
-    f: &mut Follower<'_, K>,
-    opts: &Options,
-    db: &Path,
-    sig: &mut Option<Signature>,
-    last_error: &mut String,
-) {
-    let now = Signature::of(db);
-    if sig.as_ref() == Some(&now) {
-        return;
-    }
-    match crate::ops::open_existing(&opts.state_dir, f.proc, opts.lock_timeout) {
-        Ok(Some((_lock, store))) => match f.refresh(&store) {
-            Ok(()) => last_error.clear(),
-            Err(e) => report(last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e))),
-        },
-        Ok(None) => f.view = View::default(),
-        Err(e) => report(last_error, format!("reconcile --follow: {e:#}")),
-    }
-    *sig = Some(now);
-}
-
 /// Logs `msg` unless it is the one logged last (one line per problem, not per loop).
-fn report(last: &mut String, msg: String) {
+pub(crate) fn report(last: &mut String, msg: String) {
     if *last != msg {
         log::warn!("{msg}");
         *last = msg;
