@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow
 
 build:
 	cargo build --release --locked
@@ -59,6 +59,12 @@ bench-vm:
 # (about 35 minutes). The test command runs the same part with fewer probes per engine.
 bench-exec:
 	OCH_FIELD_PARTS=exec OCH_EXEC_N=200 OCH_EXEC_COST_N=3 OCH_FIELD_KEEP=1 tests/field/run.sh
+
+# The follower's CPU per process event, natively on this host (root): `reconcile --follow` over the
+# fake kernel with one live member, a fork storm of 10,000 forks/s outside every member cgroup
+# (scripts/bench-follow.sh; OCH_BENCH_RATE, OCH_BENCH_SECONDS, OCH_BENCH_RUNS).
+bench-follow:
+	scripts/bench-follow.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the

@@ -9,6 +9,16 @@
 //! network namespaces with CAP_NET_ADMIN, and silently ignores one from another pid namespace; so
 //! [`ProcConnector::open`] proves the subscription works by waiting for the fork event of a thread
 //! it starts itself.
+//!
+//! Linux 6.6 and later also take a `struct proc_input` (the op, then a mask of event types) and
+//! drop every other event before it reaches the socket: the follower asks for fork and exec only
+//! ([`Subscription::Filtered`]), so the exit, uid, comm… events of the whole host never wake it.
+//! Earlier kernels ignore a message whose length is not that of the bare op, silently (no answer,
+//! no events). Silence proves nothing either way: the kernel sends to every socket bound to the
+//! group while anyone listens, so another listener's subscription would pass for an ignored one.
+//! So the bare op is always sent first (every kernel takes it), and the filter follows as a
+//! second message only where the release says 6.6 or later: a kernel that ignores it keeps the
+//! bare subscription and sends every event.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -26,6 +36,10 @@ const CN_MSG_LEN: usize = 20;
 const PROC_EVENT_NONE: u32 = 0;
 const PROC_EVENT_FORK: u32 = 1;
 const PROC_EVENT_EXEC: u32 = 2;
+/// The events asked for where the kernel filters: `enum proc_cn_event` bits.
+const WANTED_EVENTS: u32 = PROC_EVENT_FORK | PROC_EVENT_EXEC;
+/// The first release whose proc connector filters events per socket.
+const FILTER_SINCE: (u32, u32) = (6, 6);
 /// The socket's receive buffer asked for (SO_RCVBUFFORCE, CAP_NET_ADMIN): room for ~100,000
 /// events before the kernel drops any.
 const RCVBUF: libc::c_int = 8 << 20;
@@ -151,9 +165,55 @@ fn parse(datagram: &[u8], out: &mut Vec<Parsed>) {
     }
 }
 
-/// The subscription message: netlink header, `cn_msg` for the proc connector, LISTEN.
-fn subscription() -> Vec<u8> {
-    let len = (NLMSG_HDRLEN + CN_MSG_LEN + 4) as u32;
+/// How the follower subscribes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subscription {
+    /// The bare LISTEN op, then `struct proc_input { LISTEN, FORK | EXEC }` (Linux 6.6 and
+    /// later): the kernel sends only fork and exec events to this socket.
+    Filtered,
+    /// The bare LISTEN op: every event of every kind.
+    All,
+}
+
+impl Subscription {
+    /// The payload the connector message carries: the op, and for [`Subscription::Filtered`] the
+    /// event mask.
+    fn payload(self) -> Vec<u8> {
+        let mut p = PROC_CN_MCAST_LISTEN.to_ne_bytes().to_vec();
+        if self == Self::Filtered {
+            p.extend_from_slice(&WANTED_EVENTS.to_ne_bytes());
+        }
+        p
+    }
+
+    /// The one to send first on a kernel of release `release` (`uname -r`): filtered from 6.6 on.
+    /// A release that does not parse gets the bare op, which every kernel takes.
+    pub fn for_release(release: &str) -> Self {
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let major = parts.next().and_then(|v| v.parse::<u32>().ok());
+        let minor = parts.next().and_then(|v| v.parse::<u32>().ok());
+        match (major, minor) {
+            (Some(major), Some(minor)) if (major, minor) >= FILTER_SINCE => Self::Filtered,
+            _ => Self::All,
+        }
+    }
+}
+
+/// The running kernel's release (`uname -r`), empty when uname fails.
+fn kernel_release() -> String {
+    // SAFETY: an all-zero utsname is a valid value for uname(2) to overwrite.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = u.release.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The subscription message: netlink header, `cn_msg` for the proc connector, then `payload`.
+fn subscription(payload: &[u8]) -> Vec<u8> {
+    let len = (NLMSG_HDRLEN + CN_MSG_LEN + payload.len()) as u32;
     let mut m = Vec::with_capacity(len as usize);
     m.extend_from_slice(&len.to_ne_bytes());
     m.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
@@ -164,9 +224,9 @@ fn subscription() -> Vec<u8> {
     m.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes()); // cn seq
     m.extend_from_slice(&0u32.to_ne_bytes()); // cn ack
-    m.extend_from_slice(&4u16.to_ne_bytes()); // data length
+    m.extend_from_slice(&(payload.len() as u16).to_ne_bytes()); // data length
     m.extend_from_slice(&0u16.to_ne_bytes()); // flags
-    m.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+    m.extend_from_slice(payload);
     m
 }
 
@@ -176,6 +236,10 @@ pub struct ProcConnector {
     fd: OwnedFd,
     buf: Vec<u8>,
     parsed: Vec<Parsed>,
+    /// The kernel filters events for this socket (the filtered subscription was proved).
+    filtered: bool,
+    /// Messages read that were neither fork, exec nor an answer (the kernel did not filter them).
+    unwanted: u64,
 }
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -183,9 +247,28 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 impl ProcConnector {
-    /// Opens the socket, subscribes, and waits (at most [`PROOF_TIMEOUT`]) for the fork event of
-    /// a thread it starts, so that a subscription the kernel ignored is an error, not silence.
+    /// Opens the socket, subscribes (filtered where the kernel's release says it can), and waits
+    /// (at most [`PROOF_TIMEOUT`]) for the fork event of a thread it starts, so that a
+    /// subscription the kernel ignored is an error, not silence.
     pub fn open() -> Result<Self, ProcEventsError> {
+        let filter = (Subscription::for_release(&kernel_release()) == Subscription::Filtered)
+            .then(|| Subscription::Filtered.payload());
+        Self::open_with(filter.as_deref())
+    }
+
+    /// Whether the kernel drops the events the follower does not want before they reach it.
+    pub fn filtered(&self) -> bool {
+        self.filtered
+    }
+
+    /// Messages read that were not fork, exec or a subscription answer.
+    pub fn unwanted(&self) -> u64 {
+        self.unwanted
+    }
+
+    /// [`ProcConnector::open`] with the payload of the message that follows the bare op (the
+    /// filter) given, or none.
+    fn open_with(filter: Option<&[u8]>) -> Result<Self, ProcEventsError> {
         // SAFETY: plain socket(2); the fd is owned by the OwnedFd right after.
         let fd = check(unsafe {
             libc::socket(
@@ -227,13 +310,25 @@ impl ProcConnector {
             )
         };
         check(rc).map_err(ProcEventsError::Bind)?;
-        let msg = subscription();
-        // SAFETY: `msg` is a live buffer of `msg.len()` bytes.
-        check(unsafe { libc::send(raw, msg.as_ptr().cast(), msg.len(), 0) } as libc::c_int)
-            .map_err(ProcEventsError::Send)?;
-        let mut me = Self { fd, buf: vec![0; 64 * 1024], parsed: Vec::new() };
+        let mut me = Self { fd, buf: vec![0; 64 * 1024], parsed: Vec::new(), filtered: filter.is_some(), unwanted: 0 };
+        me.send(&Subscription::All.payload())?;
+        if let Some(f) = filter {
+            // From 6.6 on it narrows the subscription above (no second listener is counted); an
+            // earlier kernel ignores it and the subscription above stands. Events of other kinds
+            // that came in between are read and dropped by the proof, whose thread starts after.
+            me.send(f)?;
+        }
         me.prove()?;
         Ok(me)
+    }
+
+    /// Sends a subscription message carrying `payload`.
+    fn send(&self, payload: &[u8]) -> Result<(), ProcEventsError> {
+        let msg = subscription(payload);
+        // SAFETY: `msg` is a live buffer of `msg.len()` bytes.
+        check(unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) } as libc::c_int)
+            .map_err(ProcEventsError::Send)?;
+        Ok(())
     }
 
     /// Starts a thread and waits for its fork event; an error answer to the subscription fails.
@@ -299,120 +394,17 @@ impl ProcConnector {
 impl EventSource for ProcConnector {
     fn wait(&mut self, timeout: Duration, out: &mut Vec<Event>) -> Result<(), ProcEventsError> {
         self.read(timeout)?;
-        out.extend(self.parsed.drain(..).filter_map(|p| match p {
-            Parsed::Event(e) => Some(e),
-            _ => None,
-        }));
+        for p in self.parsed.drain(..) {
+            match p {
+                Parsed::Event(e) => out.push(e),
+                Parsed::Other => self.unwanted += 1,
+                Parsed::Ack(_) => {}
+            }
+        }
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn message(what: u32, data: &[u32]) -> Vec<u8> {
-        let mut ev = Vec::new();
-        ev.extend_from_slice(&what.to_ne_bytes());
-        ev.extend_from_slice(&1u32.to_ne_bytes()); // cpu
-        ev.extend_from_slice(&12345u64.to_ne_bytes());
-        for d in data {
-            ev.extend_from_slice(&d.to_ne_bytes());
-        }
-        let mut cn = Vec::new();
-        cn.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
-        cn.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
-        cn.extend_from_slice(&[0; 8]);
-        cn.extend_from_slice(&(ev.len() as u16).to_ne_bytes());
-        cn.extend_from_slice(&[0; 2]);
-        cn.extend_from_slice(&ev);
-        let mut m = Vec::new();
-        m.extend_from_slice(&((NLMSG_HDRLEN + cn.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
-        m.extend_from_slice(&[0; 10]);
-        m.extend_from_slice(&cn);
-        m
-    }
-
-    fn parsed(d: &[u8]) -> Vec<Parsed> {
-        let mut out = Vec::new();
-        parse(d, &mut out);
-        out
-    }
-
-    #[test]
-    fn fork_exec_and_ack_are_read_at_their_offsets() {
-        assert_eq!(
-            parsed(&message(PROC_EVENT_FORK, &[10, 10, 11, 10])),
-            [Parsed::Event(Event::Fork { pid: 11, tgid: 10, at_ns: 12345 })]
-        );
-        assert_eq!(parsed(&message(PROC_EVENT_EXEC, &[7, 7])), [Parsed::Event(Event::Exec { tgid: 7, at_ns: 12345 })]);
-        assert_eq!(parsed(&message(PROC_EVENT_NONE, &[1])), [Parsed::Ack(1)]);
-        assert_eq!(parsed(&message(0x8000_0000, &[7, 7, 0, 0, 1, 1])), [Parsed::Other]);
-    }
-
-    #[test]
-    fn several_messages_in_one_datagram_and_garbage() {
-        let mut d = message(PROC_EVENT_EXEC, &[5, 5]);
-        d.extend(message(PROC_EVENT_FORK, &[5, 5, 6, 6]));
-        assert_eq!(parsed(&d).len(), 2);
-        // Truncated, too short, a length past the end, another connector index: nothing, no panic.
-        for cut in 0..d.len() {
-            let _ = parsed(&d[..cut]);
-        }
-        let mut other = message(PROC_EVENT_EXEC, &[5, 5]);
-        other[NLMSG_HDRLEN] = 9;
-        assert!(parsed(&other).is_empty());
-        let mut long = message(PROC_EVENT_EXEC, &[5, 5]);
-        long[0] = 200;
-        assert!(parsed(&long).is_empty());
-        assert!(parsed(&message(PROC_EVENT_EXEC, &[])).is_empty(), "no pid: dropped");
-    }
-
-    #[test]
-    fn the_subscription_is_listen_for_the_proc_connector() {
-        let m = subscription();
-        assert_eq!(m.len(), 40);
-        assert_eq!(u32_at(&m, 0), Some(40));
-        assert_eq!(u32_at(&m, NLMSG_HDRLEN), Some(CN_IDX_PROC));
-        assert_eq!(u16_at(&m, NLMSG_HDRLEN + 16), Some(4));
-        assert_eq!(u32_at(&m, 36), Some(PROC_CN_MCAST_LISTEN));
-    }
-
-    /// On a kernel with the proc connector and as root (CAP_NET_ADMIN) this opens for real and
-    /// sees the exec of a child; elsewhere the error must be one of the documented ones.
-    #[test]
-    fn the_real_connector_reports_an_exec_or_says_why_not() {
-        match ProcConnector::open() {
-            Ok(mut c) => {
-                let child = std::process::Command::new("/bin/true").spawn().unwrap();
-                let pid = child.id() as Pid;
-                let end = Instant::now() + Duration::from_secs(5);
-                let mut seen = Vec::new();
-                while Instant::now() < end
-                    && !seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid))
-                {
-                    c.wait(Duration::from_millis(200), &mut seen).unwrap();
-                }
-                let mut child = child;
-                child.wait().unwrap();
-                let exec = seen.iter().find_map(|e| match e {
-                    Event::Exec { tgid, at_ns } if *tgid == pid => Some(*at_ns),
-                    _ => None,
-                });
-                let at = exec.unwrap_or_else(|| panic!("no exec event for pid {pid}: {seen:?}"));
-                assert!(at <= monotonic_ns(), "event times are CLOCK_MONOTONIC");
-            }
-            Err(e) => {
-                assert!(
-                    matches!(e, ProcEventsError::Socket(_) | ProcEventsError::Bind(_) | ProcEventsError::Silent(_)),
-                    "{e:?}"
-                );
-                eprintln!("skipping the real proc connector check: {}", crate::error::Chain(&e));
-                if std::env::var_os("CI").is_some() && crate::statedir::euid() == 0 {
-                    panic!("CI runs as root on a kernel with CONFIG_PROC_EVENTS: {e:?}");
-                }
-            }
-        }
-    }
-}
+#[path = "proc_events_tests.rs"]
+mod tests;

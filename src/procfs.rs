@@ -184,6 +184,73 @@ impl ProcFs {
     }
 }
 
+/// [`ProcFs::cgroup`] for a caller that reads it for every process event (the follower): the
+/// path and the buffer are reused, and the file is read with one `read` when it fits (a
+/// `/proc/PID/cgroup` is produced whole at the first read, so a short read is all of it).
+#[derive(Debug)]
+pub struct CgroupReader {
+    proc: ProcFs,
+    path: PathBuf,
+    pid_text: String,
+    buf: Vec<u8>,
+    joined: String,
+}
+
+impl CgroupReader {
+    /// A reader of `proc`'s cgroup files.
+    pub fn new(proc: &ProcFs) -> Self {
+        Self {
+            proc: proc.clone(),
+            path: PathBuf::new(),
+            pid_text: String::new(),
+            buf: vec![0; 4096],
+            joined: String::new(),
+        }
+    }
+
+    /// What [`ProcFs::cgroup`] returns, borrowed from the reader until the next call.
+    pub fn read(&mut self, pid: Pid) -> io::Result<Option<&str>> {
+        use std::fmt::Write as _;
+        use std::io::Read as _;
+        self.pid_text.clear();
+        let _ = write!(self.pid_text, "{pid}");
+        self.path.as_mut_os_string().clear();
+        self.path.push(&self.proc.root);
+        self.path.push(&self.pid_text);
+        self.path.push("cgroup");
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut len = 0;
+        loop {
+            match file.read(&mut self.buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    len += n;
+                    if len < self.buf.len() {
+                        break;
+                    }
+                    self.buf.resize(self.buf.len() * 2, 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let text = std::str::from_utf8(&self.buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let Some(path) = cgroup_in(text) else { return Ok(None) };
+        Ok(Some(match &self.proc.cgroup_ns_root {
+            Some(root) => {
+                self.joined = join_cgroup(root, path);
+                &self.joined
+            }
+            None => path,
+        }))
+    }
+}
+
 /// `rel` (a `/proc/PID/cgroup` path, maybe with leading `..`) below the cgroup `root`, normalized:
 /// `/a/b/c` + `/../../x` is `/a/x`. `..` never climbs above `/`.
 pub fn join_cgroup(root: &str, rel: &str) -> String {
@@ -201,6 +268,11 @@ pub fn join_cgroup(root: &str, rel: &str) -> String {
 /// Picks the cgroup path out of a `/proc/PID/cgroup` file: `0::PATH` (v2) first, else the v1
 /// hierarchy that carries the `cpu` controller.
 pub fn parse_cgroup(text: &str) -> Option<String> {
+    cgroup_in(text).map(str::to_string)
+}
+
+/// [`parse_cgroup`] without a copy.
+fn cgroup_in(text: &str) -> Option<&str> {
     let mut v1_cpu = None;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
@@ -208,10 +280,10 @@ pub fn parse_cgroup(text: &str) -> Option<String> {
             continue;
         };
         if id == "0" && ctrls.is_empty() {
-            return Some(path.to_string());
+            return Some(path);
         }
         if ctrls.split(',').any(|c| c == "cpu") {
-            v1_cpu = Some(path.to_string());
+            v1_cpu = Some(path);
         }
     }
     v1_cpu
@@ -252,6 +324,38 @@ mod tests {
         assert!(proc.is_same(id).unwrap());
         assert!(!proc.is_same(TaskId { pid: me, start_time: id.start_time + 1 }).unwrap());
         assert!(proc.threads(me).unwrap().contains(&me));
+    }
+
+    #[test]
+    fn the_cgroup_reader_reads_what_cgroup_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = ProcFs::new(dir.path());
+        let files = [
+            (10, "12:cpu,cpuacct:/v1/a\n0::/pod/a\n".to_string()),
+            (11, "4:memory:/m\n3:cpu:/v1/b\n".to_string()),
+            (12, "1:name=systemd:/s\n".to_string()),
+            // Longer than the reader's buffer: read on until the end.
+            (13, format!("{}0::/long\n", "7:blkio:/x\n".repeat(600))),
+        ];
+        for (pid, text) in &files {
+            std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
+            std::fs::write(dir.path().join(format!("{pid}/cgroup")), text).unwrap();
+        }
+        let mut r = CgroupReader::new(&proc);
+        for pid in [10, 11, 12, 13, 99] {
+            let want = proc.cgroup(pid).unwrap();
+            assert_eq!(r.read(pid).unwrap().map(str::to_string), want, "pid {pid}");
+        }
+        assert_eq!(r.read(13).unwrap(), Some("/long"));
+        let ns = ProcFs::new(dir.path()).with_cgroup_ns_root("/kubepods/p1/c1".into());
+        let mut r = CgroupReader::new(&ns);
+        assert_eq!(r.read(10).unwrap(), Some("/kubepods/p1/c1/pod/a"));
+        assert_eq!(r.read(10).unwrap().map(str::to_string), ns.cgroup(10).unwrap());
+        let me = std::process::id() as Pid;
+        assert_eq!(
+            CgroupReader::new(&ProcFs::default()).read(me).unwrap().map(str::to_string),
+            ProcFs::default().cgroup(me).unwrap()
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! exec, as `runc exec` does. Checked: the exec'd process gets the group's cookie from the event;
 //! 1,000 quick forks all end with it (and the follower's CPU time per event is printed); host
 //! processes never get one; killed and restarted, the follower's start-up sweep fixes what it
-//! missed; in a network namespace of its own (no events) it says so in one line and sweeps.
+//! missed; in a network namespace of its own (no events) it says so in one line and sweeps; a
+//! member whose init exits without a poststop (a container the NRI plugin caught up) leaves the
+//! cache.
 //!
 //! Needs root and `--features fake-kernel`; without them a test fails under `CI` and prints
 //! `SKIPPED` otherwise.
@@ -266,6 +268,25 @@ mod with_fake_kernel {
             "follow (host, fake kernel): 1000 forks in {forked:?}, all fixed after {settled:?}; {events} events, {fixed} fixed, {:.1} us CPU per event",
             cpu / events * 1e6
         );
+    }
+
+    #[test]
+    fn a_member_whose_init_exits_without_a_poststop_leaves_the_cache() {
+        if !ready("a_member_whose_init_exits_without_a_poststop_leaves_the_cache") {
+            return;
+        }
+        let w = World::new("follow-gone", "");
+        let cg = Cgroup::new("c");
+        let (init, _cookie) = member(&w, &cg);
+        let f = Follower::start(&w, &[], "3600");
+        f.wait_line("following process events", Duration::from_secs(10));
+        w.kill(init); // no poststop follows
+        let line = f.wait_line("removed container c1 from group", Duration::from_secs(20));
+        assert!(line.contains(&format!("its init (pid {init}) exited")), "{line}");
+        let rows = crate::fakeworld::members(&w.list());
+        assert!(rows.is_empty(), "{rows:?}");
+        assert!(f.stop().success());
+        assert_eq!(prom(&w, "oci_coresched_hook_follow_members_removed_total"), 1.0);
     }
 
     #[test]

@@ -158,3 +158,68 @@ fn a_reset_cpu_idle_of_a_sched_idle_member_is_set_to_1_again_once_per_reset() {
     assert_eq!(f.keep_idle(&root), 0);
     assert_eq!(std::fs::read_to_string(scope.join("cpu.idle")).unwrap(), "0");
 }
+
+/// The cgroup tree the sweep walks: `cg/<cgroup>/cgroup.procs` listing `pids`.
+fn cgroup_procs(w: &World, cgroup: &str, pids: &[Pid]) {
+    let dir = w.dir.path().join("cg").join(cgroup.trim_start_matches('/'));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: String = pids.iter().map(|p| format!("{p}\n")).collect();
+    std::fs::write(dir.join("cgroup.procs"), text).unwrap();
+}
+
+#[test]
+fn a_group_that_converged_while_a_process_was_fixed_is_swept_at_the_refresh() {
+    // The follower gives an exec'd process the group's cookie; then the group converges (a hook
+    // gives it a new cookie and records it): the process holds the old one, and no event comes
+    // for it again. The refresh that follows the cache write sweeps that group's cgroups at once.
+    let w = World::new();
+    let old = container(&w, "a1", "web", 100, "/pod1/a1");
+    container(&w, "d1", "db", 110, "/pod2/d1");
+    w.fp.spawn(200, 2000, 0, "/pod1/a1").unwrap();
+    w.fp.spawn(300, 3000, 0, "/pod2/d1").unwrap(); // db's, without its cookie, no event for it
+    cgroup_procs(&w, "/pod1/a1", &[100, 200]);
+    cgroup_procs(&w, "/pod2/d1", &[110, 300]);
+    let mut f = follower(&w);
+    assert_eq!(f.handle(exec(200)), Outcome::Fixed);
+    assert_eq!(w.kernel.get(200).unwrap(), old);
+    w.kernel.create(100, Scope::ThreadGroup).unwrap(); // the converge
+    let new = w.kernel.get(100).unwrap();
+    let m = w.store.member("a1").unwrap().unwrap();
+    w.store.upsert_member(&crate::store::Member { cookie: new, ..m }).unwrap();
+    let changed = f.refresh(&w.store).unwrap();
+    assert_eq!(changed.iter().collect::<Vec<_>>(), ["web"]);
+    refresh::apply(&mut f, &w.store, &changed, &w.dir.path().join("cg"));
+    assert_eq!(w.kernel.get(200).unwrap(), new, "swept at the refresh, not at the next full sweep");
+    assert_eq!(w.kernel.get(300).unwrap(), 0, "an unchanged group's cgroups are the full sweep's");
+    assert_eq!((f.stats.group_sweeps, f.stats.fixed_sweep), (1, 1));
+    // Nothing changed since: nothing to sweep.
+    assert!(f.refresh(&w.store).unwrap().is_empty());
+}
+
+#[test]
+fn a_member_whose_init_exited_is_removed_at_the_refresh() {
+    // Containers the NRI plugin caught up have no poststop: the follower removes their rows when
+    // it sees their init gone (dead, or its pid reused), and keeps one it cannot read.
+    let w = World::new();
+    container(&w, "caught-up", "web", 100, "/pod1/a1");
+    container(&w, "reused", "web", 110, "/pod1/a2");
+    container(&w, "odd", "db", 120, "/pod2/o");
+    container(&w, "live", "db", 130, "/pod2/l");
+    let mut f = follower(&w);
+    assert!(f.view.inits_alive(&w.proc));
+    w.fp.kill(100, 0).unwrap();
+    w.fp.kill(110, 0).unwrap();
+    w.fp.spawn(110, 9999, 0, "/elsewhere").unwrap();
+    std::fs::write(w.dir.path().join("proc/120/stat"), "120 (x) S 1").unwrap(); // unreadable
+    assert!(!f.view.inits_alive(&w.proc), "what makes the loop refresh");
+    let changed = f.refresh(&w.store).unwrap();
+    assert_eq!(f.view.gone(), ["caught-up", "reused"]);
+    refresh::apply(&mut f, &w.store, &changed, &w.dir.path().join("cg"));
+    let left: Vec<String> = w.store.all_members().unwrap().into_iter().map(|m| m.container_id).collect();
+    assert_eq!(left, ["odd", "live"]);
+    assert_eq!(f.stats.members_removed, 2);
+    assert!(f.stats.render().contains("oci_coresched_hook_follow_members_removed_total 2\n"));
+    let changed = f.refresh(&w.store).unwrap();
+    assert!(f.view.gone().is_empty());
+    assert!(changed.is_empty(), "{changed:?}");
+}

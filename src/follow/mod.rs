@@ -21,9 +21,12 @@
 //! again for a running container. It also writes it for containers the NRI plugin caught up from
 //! a container that cannot write the host's cgroups.
 
+pub mod pace;
+mod refresh;
 pub mod stats;
 pub mod view;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -32,8 +35,10 @@ use crate::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::proc_events::{Event, EventSource, ProcConnector, monotonic_ns};
-use crate::procfs::{Pid, ProcFs};
+use crate::procfs::{CgroupReader, Pid, ProcFs};
 use crate::store::Store;
+use pace::Pace;
+use refresh::refresh_if_changed;
 use stats::Stats;
 use view::{Signature, View};
 
@@ -73,6 +78,8 @@ pub struct Follower<'a, K: CoreSched> {
     /// Counters.
     pub stats: Stats,
     me: Pid,
+    /// `/proc/PID/cgroup`, read for every event without allocating.
+    cgroups: CgroupReader,
     /// Containers whose `cpu.idle` could not be kept, said once each.
     idle_warned: std::collections::BTreeSet<String>,
 }
@@ -86,6 +93,7 @@ impl<'a, K: CoreSched> Follower<'a, K> {
             view: View::default(),
             stats: Stats::default(),
             me: std::process::id() as Pid,
+            cgroups: CgroupReader::new(proc),
             idle_warned: Default::default(),
         }
     }
@@ -120,13 +128,16 @@ impl<'a, K: CoreSched> Follower<'a, K> {
         restored
     }
 
-    /// Rebuilds the view from the cache (read only; the caller holds the lock).
-    pub fn refresh(&mut self, store: &Store) -> Result<(), crate::store::StoreError> {
+    /// Rebuilds the view from the cache (read only; the caller holds the lock); returns the groups
+    /// whose cookie or live members changed since the last build ([`View::changed_groups`]).
+    pub fn refresh(&mut self, store: &Store) -> Result<BTreeSet<String>, crate::store::StoreError> {
         let members = store.all_members()?;
-        self.view = View::build(&members, self.kernel, self.proc);
+        let view = View::build(&members, self.kernel, self.proc);
+        let changed = self.view.changed_groups(&view);
+        self.view = view;
         self.stats.refreshes += 1;
         self.stats.members = self.view.len();
-        Ok(())
+        Ok(changed)
     }
 
     /// Handles one event; `now_ns` is read after the fix for the window.
@@ -161,15 +172,17 @@ impl<'a, K: CoreSched> Follower<'a, K> {
         if tgid <= 1 || tgid == self.me || self.view.is_empty() {
             return Outcome::Outside;
         }
-        let cg = match self.proc.cgroup(task) {
-            Ok(Some(cg)) => cg,
+        let m = match self.cgroups.read(task) {
+            Ok(Some(cg)) => match self.view.owner(cg) {
+                Some(m) => m.clone(),
+                None => return Outcome::Outside,
+            },
             Ok(None) => return Outcome::Exited,
             Err(e) => {
                 log::debug!("follow: failed to read /proc/{task}/cgroup: {e}");
                 return Outcome::Exited;
             }
         };
-        let Some(m) = self.view.owner(&cg).cloned() else { return Outcome::Outside };
         let current = match self.kernel.get(task) {
             Ok(c) => c,
             Err(KernelError::NoSuchProcess(_)) => return Outcome::Exited,
@@ -296,9 +309,10 @@ pub fn run<K: CoreSched>(
     let mut source = open_events(every(false));
     let mut reopen_at = Instant::now() + REOPEN_AFTER;
     f.stats.events_enabled = source.is_some();
-    if source.is_some() {
+    if let Some(s) = &source {
         log::info!(
-            "reconcile --follow: following process events (proc connector); a full sweep every {} s",
+            "reconcile --follow: following process events (proc connector, {}); a full sweep every {} s",
+            if s.filtered() { "fork and exec only" } else { "every event: the kernel does not filter" },
             every(true).as_secs()
         );
     }
@@ -308,6 +322,7 @@ pub fn run<K: CoreSched>(
     let mut next_idle = Instant::now();
     let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
     let mut events = Vec::with_capacity(256);
+    let mut pace = Pace::new(Instant::now());
     while !crate::signals::stopping() {
         let now = Instant::now();
         if now >= next_sweep {
@@ -327,6 +342,9 @@ pub fn run<K: CoreSched>(
         }
         if Instant::now() >= next_idle {
             f.keep_idle(&opts.cgroup_root);
+            if !f.view.inits_alive(proc) {
+                sig = None; // the refresh removes the member (exit events are not asked for)
+            }
             next_idle = Instant::now() + IDLE_EVERY;
         }
         if Instant::now() >= next_metrics {
@@ -371,12 +389,17 @@ pub fn run<K: CoreSched>(
         // A cache written since the last look (a container just created) is read before the
         // events that may be its processes.
         refresh_if_changed(&mut f, opts, &db, &mut sig, &mut last_error);
+        let batch = events.len();
         for ev in events.drain(..) {
             if ev == Event::Lost && next_sweep > Instant::now() {
                 log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
                 next_sweep = Instant::now();
             }
             f.handle(ev);
+        }
+        pace.note(batch, Instant::now());
+        if batch > 0 && !pace.gather().is_zero() {
+            std::thread::sleep(pace.gather());
         }
     }
     f.stats.cpu_seconds = own_cpu_seconds(proc);
@@ -390,33 +413,8 @@ pub fn run<K: CoreSched>(
     Ok(())
 }
 
-/// Rebuilds the view when the cache files changed since `sig` (or `sig` is `None`). The files are
-/// looked at before they are read, so a write during the read shows as a change next time. A
-/// failure is logged once ([`report`]) and tried again when the files change or after a sweep.
-fn refresh_if_changed<K: CoreSched>(
-    f: &mut Follower<'_, K>,
-    opts: &Options,
-    db: &Path,
-    sig: &mut Option<Signature>,
-    last_error: &mut String,
-) {
-    let now = Signature::of(db);
-    if sig.as_ref() == Some(&now) {
-        return;
-    }
-    match crate::ops::open_existing(&opts.state_dir, f.proc, opts.lock_timeout) {
-        Ok(Some((_lock, store))) => match f.refresh(&store) {
-            Ok(()) => last_error.clear(),
-            Err(e) => report(last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e))),
-        },
-        Ok(None) => f.view = View::default(),
-        Err(e) => report(last_error, format!("reconcile --follow: {e:#}")),
-    }
-    *sig = Some(now);
-}
-
 /// Logs `msg` unless it is the one logged last (one line per problem, not per loop).
-fn report(last: &mut String, msg: String) {
+pub(crate) fn report(last: &mut String, msg: String) {
     if *last != msg {
         log::warn!("{msg}");
         *last = msg;

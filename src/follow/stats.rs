@@ -43,6 +43,10 @@ pub struct Stats {
     pub cpu_seconds: f64,
     /// Times a `sched_idle` member's `cpu.idle` was found reset and set to 1 again.
     pub idle_restored: u64,
+    /// Sweeps of the groups whose cookie or members changed in the cache.
+    pub group_sweeps: u64,
+    /// Members removed because their init exited.
+    pub members_removed: u64,
 }
 
 impl Stats {
@@ -103,6 +107,20 @@ impl Stats {
             "Times a sched_idle member's cpu.idle was found reset (by its runtime or systemd) and set to 1 again.",
             &[],
             self.idle_restored,
+        );
+        counter(
+            &mut out,
+            "group_sweeps_total",
+            "Sweeps of the groups whose cookie or members changed in the cache, run when the view is rebuilt.",
+            &[],
+            self.group_sweeps,
+        );
+        counter(
+            &mut out,
+            "members_removed_total",
+            "Cached members removed because their init exited (dead, or its pid reused).",
+            &[],
+            self.members_removed,
         );
         counter(&mut out, "sweep_failures_total", "Sweeps that failed.", &[], self.sweep_failures);
         counter(

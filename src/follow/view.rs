@@ -1,8 +1,11 @@
 //! The follower's in-memory view of the cache: live members with a cookie, by cgroup, and the
-//! one lookup an event needs ([`View::owner`]); and the members whose `cpu.idle` the follower
-//! keeps at 1 ([`View::idle`]). Built under the state lock when the cache file changed
+//! one lookup an event needs ([`View::owner`]); the members whose `cpu.idle` the follower
+//! keeps at 1 ([`View::idle`]); what each group looked like when the view was built, so that a
+//! new view names the groups that changed ([`View::changed_groups`]); and the members whose init
+//! is gone ([`View::gone`]). Built under the state lock when the cache file changed
 //! ([`Signature`]), never per event.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::cgroup;
@@ -36,11 +39,18 @@ pub struct IdleMember {
     pub cgroup: String,
 }
 
+/// A group as the view found it: the cookies on its live members' inits and those members.
+type GroupState = (BTreeSet<Cookie>, Vec<(String, TaskId, String)>);
+
 /// Live members with a cookie and a usable cgroup, and live members with a `cpu.idle` to keep.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     members: Vec<ViewMember>,
     idle: Vec<IdleMember>,
+    /// Each group of `members` as built (never changed by [`View::set_cookie`]).
+    groups: BTreeMap<String, GroupState>,
+    /// Cached members whose init is dead or whose pid now has another start time.
+    gone: Vec<String>,
 }
 
 impl View {
@@ -48,21 +58,32 @@ impl View {
     /// and has a non-zero cookie, with a cgroup that is a plain absolute path and not the root.
     /// Members recorded with an idle cgroup ([`crate::store::Labels::idle_cgroup`]) whose init is
     /// alive are in [`View::idle`], whatever their cookie.
+    /// Members whose init is dead or reused (`/proc` says so; an unreadable entry is not gone) are
+    /// in [`View::gone`].
     pub fn build<K: CoreSched>(members: &[Member], kernel: &K, proc: &ProcFs) -> Self {
         let mut out = Vec::new();
         let mut idle = Vec::new();
+        let mut gone = Vec::new();
         for m in members {
             let init = TaskId { pid: m.pid, start_time: m.start_time };
+            let alive = match proc.task(m.pid) {
+                Ok(now) if now != Some(init) => {
+                    gone.push(m.container_id.clone());
+                    false
+                }
+                Ok(_) => true,
+                Err(_) => false,
+            };
             let idle_cg = m.labels.idle_cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty());
             if let Some(cg) = idle_cg
-                && proc.is_same(init).unwrap_or(false)
+                && alive
             {
                 idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup: format!("/{cg}") });
             }
             let Some(cg) = m.labels.cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty()) else {
                 continue;
             };
-            if !proc.is_same(init).unwrap_or(false) {
+            if !alive {
                 continue;
             }
             match kernel.get(m.pid) {
@@ -76,7 +97,31 @@ impl View {
                 _ => {}
             }
         }
-        Self { members: out, idle }
+        let mut groups: BTreeMap<String, GroupState> = BTreeMap::new();
+        for m in &out {
+            let g = groups.entry(m.group.clone()).or_default();
+            g.0.insert(m.cookie);
+            g.1.push((m.container_id.clone(), m.init, m.cgroup.clone()));
+        }
+        Self { members: out, idle, groups, gone }
+    }
+
+    /// The groups whose cookie or live members differ between this view and `newer` (as each was
+    /// built): a group that converged, gained or lost a member, or appeared or went away.
+    pub fn changed_groups(&self, newer: &View) -> BTreeSet<String> {
+        let keys: BTreeSet<&String> = self.groups.keys().chain(newer.groups.keys()).collect();
+        keys.into_iter().filter(|k| self.groups.get(*k) != newer.groups.get(*k)).cloned().collect()
+    }
+
+    /// Cached members whose init is dead or reused.
+    pub fn gone(&self) -> &[String] {
+        &self.gone
+    }
+
+    /// False when `/proc` shows that the init of a member in the view (or kept idle) is gone.
+    pub fn inits_alive(&self, proc: &ProcFs) -> bool {
+        let inits = self.members.iter().map(|m| m.init).chain(self.idle.iter().map(|m| m.init));
+        inits.into_iter().all(|i| proc.is_same(i).unwrap_or(true))
     }
 
     /// The live members whose `cpu.idle` is kept at 1.
@@ -210,6 +255,8 @@ mod tests {
     fn view(ms: &[(&str, &str, &str)]) -> View {
         View {
             idle: Vec::new(),
+            groups: BTreeMap::new(),
+            gone: Vec::new(),
             members: ms
                 .iter()
                 .enumerate()
@@ -233,6 +280,39 @@ mod tests {
         assert!(shared.owner("/c").is_none(), "two groups in one cgroup: nobody's");
         let same_group = view(&[("x", "a", "/c"), ("y", "a", "/c")]);
         assert_eq!(same_group.owner("/c/d").unwrap().container_id, "x", "the oldest of one group");
+    }
+
+    #[test]
+    fn a_converged_or_changed_group_is_named_and_dead_inits_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path()).unwrap();
+        let kernel = FakeKernel::new(fp.procfs());
+        for (pid, cg) in [(10, "/a"), (11, "/b"), (12, "/c")] {
+            fp.spawn(pid, 1000 + pid as u64, 0, cg).unwrap();
+            kernel.create(pid, Scope::ThreadGroup).unwrap();
+        }
+        fp.spawn(13, 5, 0, "/d").unwrap(); // pid 13 reused: the cache says start time 1013
+        let members = [
+            member("a", "ga", 10, Some("/a")),
+            member("b", "gb", 11, Some("/b")),
+            member("c", "gc", 12, Some("/c")),
+            member("reused", "gc", 13, Some("/d")),
+            member("dead", "gd", 14, Some("/e")),
+        ];
+        let old = View::build(&members, &kernel, &fp.procfs());
+        assert_eq!(old.gone(), ["reused", "dead"]);
+        assert!(old.inits_alive(&fp.procfs()));
+        assert!(old.changed_groups(&old.clone()).is_empty());
+        let mut noted = old.clone();
+        noted.set_cookie("a", 99);
+        assert!(old.changed_groups(&noted).is_empty(), "a cookie noted on an event is not a build");
+        kernel.create(10, Scope::ThreadGroup).unwrap(); // ga converged to a new cookie
+        fp.kill(12, 0).unwrap(); // gc's only live member stopped
+        let new = View::build(&members, &kernel, &fp.procfs());
+        assert_eq!(new.gone(), ["c", "reused", "dead"]);
+        assert_eq!(old.changed_groups(&new), BTreeSet::from(["ga".to_string(), "gc".to_string()]));
+        assert!(!old.inits_alive(&fp.procfs()), "the init of c is gone");
+        assert!(View::default().changed_groups(&new).len() == 2, "every group of a first view");
     }
 
     #[test]

@@ -91,9 +91,26 @@ impl GcReport {
 
 /// Removes dead and reused members and empty groups. See the module documentation.
 pub fn gc(store: &Store, proc: &ProcFs) -> Result<GcReport, StoreError> {
+    let report = collect(store, proc, None)?;
+    for r in &report.removed {
+        log::info!("gc: removing {} from group {} (pid {}: {:?})", r.container_id, r.group, r.pid, r.reason);
+    }
+    Ok(report)
+}
+
+/// [`gc`] of the members `ids` only (those `reconcile --follow` saw without a live init), by the
+/// same rule; the caller logs what was removed.
+pub fn gc_members(store: &Store, proc: &ProcFs, ids: &BTreeSet<String>) -> Result<GcReport, StoreError> {
+    collect(store, proc, Some(ids))
+}
+
+fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Result<GcReport, StoreError> {
     let mut report = GcReport::default();
     let before: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();
     for m in store.all_members()? {
+        if only.is_some_and(|ids| !ids.contains(&m.container_id)) {
+            continue;
+        }
         let reason = match proc.task(m.pid) {
             Ok(None) => GcReason::Dead,
             Ok(Some(now)) if now == (TaskId { pid: m.pid, start_time: m.start_time }) => continue,
@@ -104,7 +121,6 @@ pub fn gc(store: &Store, proc: &ProcFs) -> Result<GcReport, StoreError> {
                 continue;
             }
         };
-        log::info!("gc: removing {} from group {} (pid {}: {reason:?})", m.container_id, m.group, m.pid);
         store.remove_member(&m.container_id)?;
         report.removed.push(Removed { container_id: m.container_id, group: m.group, pid: m.pid, reason });
     }
@@ -191,6 +207,23 @@ mod tests {
         assert!(again.is_empty(), "{again:?}");
         assert_eq!(again.render(), "nothing to remove\n");
         assert_eq!(ids(&s), ["alone", "live"]);
+    }
+
+    #[test]
+    fn only_the_named_members_are_looked_at() {
+        let (_d, fp, s) = setup();
+        fp.spawn(100, 10, 0, "/a").unwrap();
+        s.upsert_member(&member("live", "web", 100, 10)).unwrap();
+        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
+        s.upsert_member(&member("other-dead", "db", 160, 16)).unwrap();
+        let named: BTreeSet<String> = ["live", "dead", "unknown"].into_iter().map(String::from).collect();
+        let r = gc_members(&s, &fp.procfs(), &named).unwrap();
+        assert_eq!(
+            r.removed,
+            [Removed { container_id: "dead".into(), group: "web".into(), pid: 150, reason: GcReason::Dead }]
+        );
+        assert_eq!(ids(&s), ["other-dead", "live"], "a dead member not named stays for gc");
+        assert_eq!(keys(&s), ["db", "web"]);
     }
 
     #[test]

@@ -173,6 +173,20 @@ pub fn reconcile<K: CoreSched>(
     cgroup_root: &Path,
     dry_run: bool,
 ) -> Result<ReconcileReport, EngineError> {
+    reconcile_groups(store, kernel, proc, cgroup_root, dry_run, None)
+}
+
+/// [`reconcile`] walking only the cgroups of the members of `groups` (`None`: every group); the
+/// members of the other groups still decide which processes those cgroups' members own. What
+/// `reconcile --follow` runs for the groups whose cookie or members changed in the cache.
+pub fn reconcile_groups<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    cgroup_root: &Path,
+    dry_run: bool,
+    groups: Option<&std::collections::BTreeSet<String>>,
+) -> Result<ReconcileReport, EngineError> {
     let members = store.all_members()?;
     let mut reports = Vec::with_capacity(members.len());
     let mut live = Vec::new();
@@ -223,7 +237,7 @@ pub fn reconcile<K: CoreSched>(
     let relay = Relay::new(kernel, proc);
     let me = std::process::id() as Pid;
     // Pass 2: walk each live member's cgroup.
-    for l in &live {
+    for l in live.iter().filter(|l| groups.is_none_or(|g| g.contains(&l.member.group))) {
         let m = l.member;
         let r = reports.iter_mut().find(|r| r.id == m.container_id).expect("every member has a report");
         let Some(cg) = m.labels.cgroup.as_deref() else {
