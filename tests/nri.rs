@@ -1,7 +1,8 @@
 //! The NRI plugin as a process: the real binary, `oci-coresched-hook nri --socket <tmp>/nri.sock`,
 //! against a fake runtime ([`support`]: a unix listener speaking NRI's mux + ttrpc framing through
 //! the crate's own `nri::wire` and `nri::messages`). Each test has its own temp dir; the plugin's
-//! stderr goes to a file there and is printed when a test fails.
+//! stderr goes to a file there and is printed when a test fails. [`hostile`] has the runtimes that
+//! attack the plugin.
 //!
 //! Covered: registration, Configure's subscription, CreateContainer's exact adjustment, a garbage
 //! request, an unknown method and an unknown connection survived, the runtime closing the socket
@@ -10,6 +11,8 @@
 //! containers over the shared fake kernel (feature `fake-kernel`).
 
 mod fakeworld;
+#[path = "nri/hostile.rs"]
+mod hostile;
 #[path = "nri/support.rs"]
 mod support;
 

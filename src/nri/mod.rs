@@ -23,6 +23,9 @@
 //!   changes. With `--once` the command instead exits 1 at the first failure;
 //! - the connection lost (runtime restarted, `Shutdown`, a broken frame): one line, then the same
 //!   backoff and a new registration;
+//! - registration and configuration not done within [`REGISTRATION_TIMEOUT`]: the connection
+//!   ends the same way. The deadline bounds each read ([`wire::Conn::recv`]), so a runtime that
+//!   trickles bytes without completing a message cannot hold the plugin past it;
 //! - while it waits out a backoff, it looks at the socket file every [`SOCKET_POLL`]: a socket
 //!   that appears, or is created anew (a restarted runtime binds a new one), ends the wait at
 //!   once. A runtime that comes back starts creating pods right away, and until the plugin is
@@ -59,7 +62,7 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/oci-coresched-hook";
 /// What the plugin subscribes to.
 pub const EVENTS: [u32; 1] = [event::CREATE_CONTAINER];
 /// How long registration and configuration may take before the plugin reconnects (NRI's own
-/// limit is 5 s).
+/// limit is 5 s), however the runtime's bytes arrive.
 pub(super) const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a blocked read wakes up to look at the stop flag.
 pub(super) const POLL: Duration = Duration::from_millis(200);

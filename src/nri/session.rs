@@ -69,7 +69,6 @@ impl<'a> Session<'a> {
     }
 
     pub(super) fn serve(&mut self, stream: UnixStream) -> Result<End, NriError> {
-        stream.set_read_timeout(Some(POLL)).map_err(|e| NriError::Wire(WireError::Read(e)))?;
         stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| NriError::Wire(WireError::Write(e)))?;
         let mut conn = Conn::new(stream);
         let register = RegisterPluginRequest {
@@ -83,15 +82,21 @@ impl<'a> Session<'a> {
             timeout_nano: REGISTRATION_TIMEOUT.as_nanos() as i64,
         };
         conn.send(RUNTIME_CONN, REGISTER_STREAM, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &req.to_bytes())?;
-        let started = Instant::now();
+        // The deadline bounds every read, not just the loop: bytes that keep arriving without
+        // completing a message do not hold the registration open.
+        let registration_deadline = Instant::now() + REGISTRATION_TIMEOUT;
         loop {
             if stopping() {
                 return Ok(End::Stopped);
             }
-            if !(self.registered && self.configured) && started.elapsed() > REGISTRATION_TIMEOUT {
-                return Err(NriError::Timeout(self.name.to_string()));
+            let mut until = Instant::now() + POLL;
+            if !(self.registered && self.configured) {
+                if Instant::now() >= registration_deadline {
+                    return Err(NriError::Timeout(self.name.to_string()));
+                }
+                until = until.min(registration_deadline);
             }
-            let Some(incoming) = conn.recv()? else { continue };
+            let Some(incoming) = conn.recv(until)? else { continue };
             match incoming {
                 Incoming::UnknownConn { conn: id, length } => {
                     log::warn!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")

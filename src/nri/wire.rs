@@ -17,6 +17,8 @@
 //! 4 KiB buffer.
 
 use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 /// The mux frame header's length.
 pub const MUX_HEADER_LEN: usize = 8;
@@ -232,15 +234,28 @@ pub fn mux_frames(conn: u32, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The socket with its demultiplexer. Reads return `None` when the socket's read timeout passes,
-/// so that the caller can look at its stop flag between messages.
+/// A byte stream whose reads can be bounded in time: the socket (an in-memory stream in tests).
+pub trait Socket: Read + Write {
+    /// Bounds each following read to `timeout` (never zero).
+    fn set_read_timeout(&self, timeout: Duration) -> io::Result<()>;
+}
+
+impl Socket for UnixStream {
+    fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, Some(timeout))
+    }
+}
+
+/// The socket with its demultiplexer. Every read waits at most until the deadline the caller
+/// gives, however the bytes arrive: a peer that trickles bytes without completing a message
+/// cannot hold a read past it.
 #[derive(Debug)]
 pub struct Conn<S> {
     stream: S,
     demux: Demux,
 }
 
-impl<S: Read + Write> Conn<S> {
+impl<S: Socket> Conn<S> {
     /// Wraps a connected socket.
     pub fn new(stream: S) -> Self {
         Self { stream, demux: Demux::new() }
@@ -251,13 +266,18 @@ impl<S: Read + Write> Conn<S> {
         &self.stream
     }
 
-    /// The next message; `None` when the read timed out or was interrupted by a signal.
-    pub fn recv(&mut self) -> Result<Option<Incoming>, WireError> {
+    /// The next message; `None` once `deadline` passed, or when a signal interrupted the read.
+    pub fn recv(&mut self, deadline: Instant) -> Result<Option<Incoming>, WireError> {
         let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(m) = self.demux.next()? {
                 return Ok(Some(m));
             }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.stream.set_read_timeout(left).map_err(WireError::Read)?;
             match self.stream.read(&mut buf) {
                 Ok(0) if self.demux.pending() > 0 => return Err(WireError::Truncated(self.demux.pending())),
                 Ok(0) => return Err(WireError::Closed),
@@ -288,6 +308,16 @@ impl<S: Read + Write> Conn<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Socket for io::Cursor<Vec<u8>> {
+        fn set_read_timeout(&self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(1)
+    }
 
     fn all(d: &mut Demux) -> Vec<Incoming> {
         std::iter::from_fn(|| d.next().unwrap()).collect()
@@ -342,9 +372,9 @@ mod tests {
         d.feed(&[0, 0, 0, 1, 0, 0]);
         assert_eq!(d.next().unwrap(), None);
         let mut c = Conn::new(io::Cursor::new(vec![0u8, 0, 0, 1, 0, 0]));
-        assert!(matches!(c.recv(), Err(WireError::Truncated(6))));
+        assert!(matches!(c.recv(soon()), Err(WireError::Truncated(6))));
         let mut c = Conn::new(io::Cursor::new(Vec::new()));
-        assert!(matches!(c.recv(), Err(WireError::Closed)));
+        assert!(matches!(c.recv(soon()), Err(WireError::Closed)));
     }
 
     #[test]
@@ -387,6 +417,42 @@ mod tests {
                 msg(1, 1, b"ok")
             ]
         );
+    }
+
+    /// A frame announcing 1 KiB, then one byte per read, a few milliseconds apart, forever.
+    #[derive(Debug, Default)]
+    struct Trickle(usize);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(5));
+            buf[0] = [0, 0, 0, 1, 0, 0, 4, 0].get(self.0).copied().unwrap_or(0);
+            self.0 += 1;
+            Ok(1)
+        }
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Socket for Trickle {
+        fn set_read_timeout(&self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_trickle_of_bytes_does_not_hold_a_read_past_its_deadline() {
+        let mut c = Conn::new(Trickle::default());
+        let start = Instant::now();
+        assert!(matches!(c.recv(start + Duration::from_millis(50)), Ok(None)));
+        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     }
 
     #[test]

@@ -104,7 +104,6 @@ pub(crate) fn try_accept(listener: &UnixListener) -> Option<Runtime> {
     match listener.accept() {
         Ok((s, _)) => {
             s.set_nonblocking(false).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
             Some(Runtime { conn: Conn::new(s), next_stream: 1 })
         }
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
@@ -116,7 +115,7 @@ impl Runtime {
     pub(crate) fn recv(&mut self) -> Incoming {
         let end = Instant::now() + WAIT;
         loop {
-            if let Some(m) = self.conn.recv().expect("read from the plugin") {
+            if let Some(m) = self.conn.recv(end).expect("read from the plugin") {
                 return m;
             }
             assert!(Instant::now() < end, "the plugin sent nothing");
@@ -164,6 +163,11 @@ impl Runtime {
     pub(crate) fn synchronize(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
         let r = self.call("Synchronize", SynchronizeRequest { pods, containers, more: false }.to_bytes());
         assert_eq!((r.code(), r.payload.len()), (code::OK, 0), "no updates: {r:?}");
+    }
+
+    /// The socket.
+    pub(crate) fn socket(&self) -> &UnixStream {
+        self.conn.get_ref()
     }
 
     pub(crate) fn write_raw(&mut self, bytes: &[u8]) {
