@@ -4,7 +4,7 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Config;
 use crate::system::System;
@@ -69,7 +69,16 @@ impl<'a> Session<'a> {
     }
 
     pub(super) fn serve(&mut self, stream: UnixStream) -> Result<End, NriError> {
-        stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| NriError::Wire(WireError::Write(e)))?;
+        match self.serve_until_end(stream) {
+            Err(NriError::Wire(WireError::Stopped)) => Ok(End::Stopped),
+            other => other,
+        }
+    }
+
+    fn serve_until_end(&mut self, stream: UnixStream) -> Result<End, NriError> {
+        // Short, so that a write the runtime does not take looks at the stop flag every POLL;
+        // the connection is given up after wire::WRITE_STALL without progress.
+        stream.set_write_timeout(Some(POLL)).map_err(|e| NriError::Wire(WireError::Write(e)))?;
         let mut conn = Conn::new(stream);
         let register = RegisterPluginRequest {
             plugin_name: self.opts.plugin_name.clone(),

@@ -30,6 +30,8 @@ pub const TTRPC_HEADER_LEN: usize = 10;
 pub const MAX_TTRPC_MESSAGE: usize = 4 << 20;
 /// The longest mux frame this side writes.
 pub const WRITE_CHUNK: usize = 4096;
+/// How long a write may go on without the peer taking a byte before the connection is given up.
+pub const WRITE_STALL: Duration = Duration::from_secs(5);
 /// The logical connection on which the plugin serves the `Plugin` service.
 pub const PLUGIN_CONN: u32 = 1;
 /// The logical connection on which the plugin calls the `Runtime` service.
@@ -64,6 +66,9 @@ pub enum WireError {
         /// The announced length.
         length: u32,
     },
+    /// A stop signal came while a write waited for the peer.
+    #[error("stopped by a signal while writing to the NRI socket")]
+    Stopped,
     /// A message to send is longer than ttrpc accepts.
     #[error("failed to send a ttrpc message: {0} bytes is over the limit of {MAX_TTRPC_MESSAGE}")]
     SendOversize(usize),
@@ -248,7 +253,8 @@ impl Socket for UnixStream {
 
 /// The socket with its demultiplexer. Every read waits at most until the deadline the caller
 /// gives, however the bytes arrive: a peer that trickles bytes without completing a message
-/// cannot hold a read past it.
+/// cannot hold a read past it. A write blocked on a peer that stops reading ends on the stop
+/// flag ([`crate::signals`]), the socket's write timeout being the caller's poll interval.
 #[derive(Debug)]
 pub struct Conn<S> {
     stream: S,
@@ -295,13 +301,40 @@ impl<S: Socket> Conn<S> {
         }
     }
 
-    /// Sends one ttrpc message on logical connection `conn`.
+    /// Sends one ttrpc message on logical connection `conn`. A write that waits for the peer
+    /// returns [`WireError::Stopped`] once the stop flag is set (the socket's write timeout, short,
+    /// or the signal itself wakes it), and an error after [`WRITE_STALL`] without progress.
     pub fn send(&mut self, conn: u32, stream_id: u32, kind: u8, flags: u8, payload: &[u8]) -> Result<(), WireError> {
         if payload.len() > MAX_TTRPC_MESSAGE {
             return Err(WireError::SendOversize(payload.len()));
         }
         let frames = mux_frames(conn, &ttrpc_message(stream_id, kind, flags, payload));
-        self.stream.write_all(&frames).and_then(|()| self.stream.flush()).map_err(WireError::Write)
+        let mut rest = &frames[..];
+        let mut progress = Instant::now();
+        while !rest.is_empty() {
+            match self.stream.write(rest) {
+                Ok(0) => return Err(WireError::Write(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    rest = &rest[n..];
+                    progress = Instant::now();
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if crate::signals::stopping() {
+                        return Err(WireError::Stopped);
+                    }
+                    if progress.elapsed() >= WRITE_STALL {
+                        return Err(WireError::Write(e));
+                    }
+                }
+                Err(e) => return Err(WireError::Write(e)),
+            }
+        }
+        self.stream.flush().map_err(WireError::Write)
     }
 }
 

@@ -1,13 +1,21 @@
-//! Runtimes that attack the plugin: one that trickles bytes to hold the registration open.
+//! Runtimes that attack the plugin: one that trickles bytes to hold the registration open, one
+//! that stops reading so the plugin's writes block.
 
 use std::io::Write;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use super::support::{Plugin, accept, plugin_cmd, setup, try_accept};
+use super::support::{Plugin, Runtime, WAIT, accept, connected, plugin_cmd, setup, try_accept};
 
 /// The plugin's registration deadline (`nri::REGISTRATION_TIMEOUT`).
 const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether the plugin's main thread is inside a write to its socket (`/proc/<pid>/syscall`).
+fn in_write(pid: i32) -> bool {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    let nr = text.split_whitespace().next().and_then(|n| n.parse::<libc::c_long>().ok());
+    nr.is_some_and(|n| [libc::SYS_write, libc::SYS_writev, libc::SYS_sendto, libc::SYS_sendmsg].contains(&n))
+}
 
 #[test]
 fn the_registration_deadline_holds_against_a_runtime_that_trickles_bytes() {
@@ -34,4 +42,40 @@ fn the_registration_deadline_holds_against_a_runtime_that_trickles_bytes() {
     assert!(took >= REGISTRATION_TIMEOUT - Duration::from_millis(500), "gave up after {took:?}");
     drop(again);
     plugin.wait_for_log("did not configure it within 10s");
+}
+
+#[test]
+fn sigterm_ends_the_plugin_while_its_write_is_blocked() {
+    let (_s, _listener, mut plugin, rt) = connected("blocked");
+    // Calls answered without a log line, sent without ever reading the answers: the plugin's
+    // writes fill the socket's buffer and block.
+    let mut calls = Vec::new();
+    for i in 0..20_000u32 {
+        calls.extend(Runtime::call_frames(1001 + 2 * i, "StateChange", vec![]));
+    }
+    let mut sock = rt.socket();
+    sock.set_nonblocking(true).unwrap();
+    let mut sent = 0;
+    let end = Instant::now() + WAIT;
+    let mut blocked_looks = 0;
+    while blocked_looks < 3 {
+        assert!(Instant::now() < end, "the plugin never blocked in a write ({sent} bytes of calls sent)");
+        match sock.write(&calls[sent..]) {
+            Ok(n) => {
+                sent += n;
+                assert!(sent < calls.len(), "the plugin took every call without blocking");
+                blocked_looks = 0;
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("write the calls: {e}"),
+        }
+        // It reads no more: blocked writing, once it is seen inside a write several times running.
+        blocked_looks = if in_write(plugin.pid()) { blocked_looks + 1 } else { 0 };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let since = Instant::now();
+    assert_eq!(plugin.terminate(), Some(0));
+    let took = since.elapsed();
+    assert!(took < Duration::from_secs(1), "the plugin took {took:?} to exit on SIGTERM");
 }

@@ -17,7 +17,7 @@ use oci_coresched_hook::nri::messages::{
 use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::{Request, Response, code};
 use oci_coresched_hook::nri::wire::{
-    Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
+    self, Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
 };
 
 use crate::fakeworld;
@@ -54,6 +54,10 @@ impl Plugin {
             assert!(Instant::now() < end, "the plugin never logged {what:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    pub(crate) fn pid(&self) -> i32 {
+        self.child.id() as i32
     }
 
     /// SIGTERM, then the exit code.
@@ -165,6 +169,12 @@ impl Runtime {
         assert_eq!((r.code(), r.payload.len()), (code::OK, 0), "no updates: {r:?}");
     }
 
+    /// The bytes of a call of `method` on stream `sid`, framed for the mux, for sending unanswered.
+    pub(crate) fn call_frames(sid: u32, method: &str, payload: Vec<u8>) -> Vec<u8> {
+        let req = Request { service: PLUGIN_SERVICE.into(), method: method.into(), payload, timeout_nano: 0 };
+        wire::mux_frames(PLUGIN_CONN, &wire::ttrpc_message(sid, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &req.to_bytes()))
+    }
+
     /// The socket.
     pub(crate) fn socket(&self) -> &UnixStream {
         self.conn.get_ref()
@@ -219,6 +229,18 @@ pub(crate) fn setup(tag: &str) -> Setup {
     std::fs::write(dir.path().join("config.toml"), "syslog = false\nlog_level = \"debug\"\n").unwrap();
     let socket = dir.path().join("nri.sock");
     Setup { dir, socket }
+}
+
+/// A plugin started on a fresh socket, registered and configured, with the runtime's end of its
+/// connection (and the listener, for its reconnects).
+pub(crate) fn connected(tag: &str) -> (Setup, UnixListener, Plugin, Runtime) {
+    let s = setup(tag);
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    (s, listener, plugin, rt)
 }
 
 pub(crate) fn plugin_cmd(s: &Setup, extra: &[&str]) -> Command {
