@@ -34,6 +34,9 @@
 //! - a malformed request: an error status for that request (for `CreateContainer`, an empty
 //!   adjustment instead unless `fail_closed` is set), logged, the connection kept; an unknown method
 //!   gets ttrpc's `Unimplemented`;
+//! - every string the runtime sends (its name and version, pod names, namespaces and ids,
+//!   container ids, method names) is logged escaped (`escape_debug`, `{:?}`): a newline in a pod
+//!   name cannot start a log line of its own;
 //! - SIGTERM or SIGINT: exit 0.
 
 pub mod adjust;

@@ -175,8 +175,8 @@ impl<'a> Session<'a> {
                 Ok(c) => {
                     log::info!(
                         "configured by {} {}; subscribing to CreateContainer",
-                        c.runtime_name,
-                        c.runtime_version
+                        c.runtime_name.escape_debug(),
+                        c.runtime_version.escape_debug()
                     );
                     (Response::ok(&ConfigureResponse { events: event::mask(&EVENTS) }), After::Configured)
                 }
@@ -226,12 +226,16 @@ impl<'a> Session<'a> {
         match &adjust {
             Some(a) => log::info!(
                 "container {} (pod {}/{}): injecting the hook, annotations {}",
-                ctr.id,
-                pod.namespace,
-                pod.name,
+                ctr.id.escape_debug(),
+                pod.namespace.escape_debug(),
+                pod.name.escape_debug(),
                 a.annotations.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
-            None => log::info!("container {} is pod {}'s sandbox: left as it is", ctr.id, pod.id),
+            None => log::info!(
+                "container {} is pod {}'s sandbox: left as it is",
+                ctr.id.escape_debug(),
+                pod.id.escape_debug()
+            ),
         }
         (Response::ok(&CreateContainerResponse { adjust }), After::Nothing)
     }

@@ -1,11 +1,16 @@
 //! Runtimes that attack the plugin: one that trickles bytes to hold the registration open, one
-//! that stops reading so the plugin's writes block.
+//! that stops reading so the plugin's writes block, and strings with newlines that would forge log
+//! lines.
 
 use std::io::Write;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use super::support::{Plugin, Runtime, WAIT, accept, connected, plugin_cmd, setup, try_accept};
+use oci_coresched_hook::nri::messages::{CreateContainerRequest, PodSandbox};
+use oci_coresched_hook::nri::proto::Message;
+use oci_coresched_hook::nri::ttrpc::code;
+
+use super::support::{Plugin, Runtime, WAIT, accept, connected, container, plugin_cmd, pod, setup, try_accept};
 
 /// The plugin's registration deadline (`nri::REGISTRATION_TIMEOUT`).
 const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,4 +83,39 @@ fn sigterm_ends_the_plugin_while_its_write_is_blocked() {
     assert_eq!(plugin.terminate(), Some(0));
     let took = since.elapsed();
     assert!(took < Duration::from_secs(1), "the plugin took {took:?} to exit on SIGTERM");
+}
+
+#[test]
+fn strings_from_the_runtime_cannot_forge_log_lines() {
+    let s = setup("forge");
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure_as("fake\nFORGED runtime name", "0.6.1\nFORGED runtime version");
+    let hostile = PodSandbox {
+        id: "sb1\nFORGED pod id".into(),
+        name: "web-0\nFORGED pod name".into(),
+        namespace: "tenant-a\nFORGED namespace".into(),
+        ..pod()
+    };
+    let req = CreateContainerRequest {
+        pod: Some(hostile.clone()),
+        container: Some(container("c1\nFORGED container id", 0, &[])),
+    };
+    assert_eq!(rt.call("CreateContainer", req.to_bytes()).code(), code::OK);
+    let sandbox = CreateContainerRequest { container: Some(container(&hostile.id, 0, &[])), pod: Some(hostile) };
+    assert_eq!(rt.call("CreateContainer", sandbox.to_bytes()).code(), code::OK);
+    assert_eq!(rt.call("Frobnicate\nFORGED method", vec![]).code(), code::UNIMPLEMENTED);
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    let forged: Vec<&str> = log.lines().filter(|l| l.starts_with("FORGED")).collect();
+    assert!(forged.is_empty(), "forged lines {forged:?} in the log:\n{log}");
+    for escaped in [
+        r"configured by fake\nFORGED runtime name 0.6.1\nFORGED runtime version",
+        r"container c1\nFORGED container id (pod tenant-a\nFORGED namespace/web-0\nFORGED pod name)",
+        r"is pod sb1\nFORGED pod id's sandbox",
+    ] {
+        assert!(log.contains(escaped), "no {escaped:?} in the log:\n{log}");
+    }
 }

@@ -157,8 +157,15 @@ impl Runtime {
     }
 
     pub(crate) fn configure(&mut self) {
-        let c =
-            ConfigureRequest { config: String::new(), runtime_name: "fake".into(), runtime_version: "0.6.1".into() };
+        self.configure_as("fake", "0.6.1");
+    }
+
+    pub(crate) fn configure_as(&mut self, runtime_name: &str, runtime_version: &str) {
+        let c = ConfigureRequest {
+            config: String::new(),
+            runtime_name: runtime_name.into(),
+            runtime_version: runtime_version.into(),
+        };
         let r = self.call("Configure", c.to_bytes());
         assert_eq!(r.code(), code::OK, "{r:?}");
         assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, 1 << 3, "CreateContainer only");
