@@ -7,7 +7,7 @@
 //! what already runs, and [`catchup`] gives those containers their cookies through the hook's
 //! engine, on a thread of its own so that the runtime's 2 s request timeout is never at stake.
 //!
-//! [`session`] serves one connection; this file holds the options, the errors, the reconnect loop
+//! [`session`] serves one connection ([`ignored`] counts what it drops); this file holds the options, the errors, the reconnect loop
 //! and the signal handling. The protocol (NRI's multiplexer, ttrpc, protobuf) is implemented here,
 //! in [`wire`], [`ttrpc`], [`messages`] and [`proto`], from NRI 0.6.1's API definition as the specification, with no new
 //! dependency: the plugin needs nine messages and a few fields of each, about 500 lines with their
@@ -33,7 +33,9 @@
 //!   hook, so the plugin is back within [`SOCKET_POLL`] plus a registration, not a backoff step;
 //! - a malformed request: an error status for that request (for `CreateContainer`, an empty
 //!   adjustment instead unless `fail_closed` is set), logged, the connection kept; an unknown method
-//!   gets ttrpc's `Unimplemented`;
+//!   gets ttrpc's `Unimplemented`. These, and the frames the plugin drops, are logged in bursts
+//!   ([`ignored`]): a few lines of each kind, then one line with the count, so a runtime cannot
+//!   flood the log;
 //! - every string the runtime sends (its name and version, pod names, namespaces and ids,
 //!   container ids, method names) is logged escaped (`escape_debug`, `{:?}`): a newline in a pod
 //!   name cannot start a log line of its own;
@@ -41,6 +43,7 @@
 
 pub mod adjust;
 pub mod catchup;
+mod ignored;
 pub mod messages;
 pub mod proto;
 mod session;

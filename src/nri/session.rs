@@ -6,11 +6,14 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
+use log::Level;
+
 use crate::config::Config;
 use crate::system::System;
 
 use super::adjust;
 use super::catchup;
+use super::ignored::{Ignored, Kind};
 use super::messages::{
     ConfigureRequest, ConfigureResponse, CreateContainerRequest, CreateContainerResponse, Empty, PLUGIN_SERVICE,
     RUNTIME_SERVICE, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse, event,
@@ -44,6 +47,8 @@ pub(super) struct Session<'a> {
     pub(super) threads: Vec<std::thread::JoinHandle<()>>,
     /// A `Synchronize` split over several requests (`more`), collected until the last.
     sync: SynchronizeRequest,
+    /// What this connection ignored or refused, logged in bursts.
+    ignored: Ignored,
 }
 
 /// What a request asks of the session once its response is sent.
@@ -65,11 +70,14 @@ impl<'a> Session<'a> {
             configured: false,
             threads: Vec::new(),
             sync: SynchronizeRequest::default(),
+            ignored: Ignored::default(),
         }
     }
 
     pub(super) fn serve(&mut self, stream: UnixStream) -> Result<End, NriError> {
-        match self.serve_until_end(stream) {
+        let result = self.serve_until_end(stream);
+        self.ignored.flush();
+        match result {
             Err(NriError::Wire(WireError::Stopped)) => Ok(End::Stopped),
             other => other,
         }
@@ -105,13 +113,18 @@ impl<'a> Session<'a> {
                 }
                 until = until.min(registration_deadline);
             }
+            self.ignored.tick();
             let Some(incoming) = conn.recv(until)? else { continue };
             match incoming {
                 Incoming::UnknownConn { conn: id, length } => {
-                    log::warn!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")
+                    self.ignored.note(Kind::UnknownConn, Level::Warn, || {
+                        format!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")
+                    });
                 }
                 Incoming::Oversize { conn: id, stream_id, length } => {
-                    log::error!("skipping a {length}-byte ttrpc message on connection {id}: over the limit");
+                    self.ignored.note(Kind::Oversize, Level::Error, || {
+                        format!("skipping a {length}-byte ttrpc message on connection {id}: over the limit")
+                    });
                     if id == PLUGIN_CONN && stream_id % 2 == 1 {
                         let r = Response::error(code::RESOURCE_EXHAUSTED, "message over the size limit");
                         conn.send(PLUGIN_CONN, stream_id, TYPE_RESPONSE, 0, &r.to_bytes())?;
@@ -121,12 +134,16 @@ impl<'a> Session<'a> {
                     if m.kind == TYPE_RESPONSE && m.stream_id == REGISTER_STREAM && !self.registered {
                         self.registration_answered(&m.payload)?;
                     } else {
-                        log::warn!("ignoring an unexpected ttrpc message (type {}) from the runtime", m.kind);
+                        self.ignored.note(Kind::Unexpected, Level::Warn, || {
+                            format!("ignoring an unexpected ttrpc message (type {}) from the runtime", m.kind)
+                        });
                     }
                 }
                 Incoming::Message(m) => {
                     if m.kind != TYPE_REQUEST || m.stream_id % 2 == 0 {
-                        log::warn!("ignoring a ttrpc message of type {} on stream {}", m.kind, m.stream_id);
+                        self.ignored.note(Kind::Unexpected, Level::Warn, || {
+                            format!("ignoring a ttrpc message of type {} on stream {}", m.kind, m.stream_id)
+                        });
                         continue;
                     }
                     let (response, after) = self.handle(&m.payload);
@@ -157,19 +174,14 @@ impl<'a> Session<'a> {
     fn handle(&mut self, payload: &[u8]) -> (Response, After) {
         let req = match Request::decode(payload) {
             Ok(r) => r,
-            Err(e) => {
-                log::error!("answering an undecodable ttrpc request with an error: {e}");
-                return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
-            }
+            Err(e) => return self.undecodable("ttrpc", e),
         };
         if req.service != PLUGIN_SERVICE {
-            log::warn!("the runtime called unknown service {:?}", req.service);
+            self.ignored.note(Kind::UnknownCall, Level::Warn, || {
+                format!("the runtime called unknown service {:?}", req.service)
+            });
             return (Response::error(code::UNIMPLEMENTED, format!("service {}", req.service)), After::Nothing);
         }
-        let bad = |what: &str, e: proto::DecodeError| {
-            log::error!("answering an undecodable {what} request with an error: {e}");
-            (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing)
-        };
         match req.method.as_str() {
             "Configure" => match ConfigureRequest::decode(&req.payload) {
                 Ok(c) => {
@@ -180,7 +192,7 @@ impl<'a> Session<'a> {
                     );
                     (Response::ok(&ConfigureResponse { events: event::mask(&EVENTS) }), After::Configured)
                 }
-                Err(e) => bad("Configure", e),
+                Err(e) => self.undecodable("Configure", e),
             },
             "Synchronize" => match SynchronizeRequest::decode(&req.payload) {
                 Ok(s) => {
@@ -192,31 +204,44 @@ impl<'a> Session<'a> {
                     let all = std::mem::take(&mut self.sync);
                     (Response::ok(&SynchronizeResponse { more: false }), After::CatchUp(all))
                 }
-                Err(e) => bad("Synchronize", e),
+                Err(e) => self.undecodable("Synchronize", e),
             },
             "CreateContainer" => self.create_container(&req.payload),
             "Shutdown" => (Response::ok(&Empty), After::Shutdown),
             // Not subscribed to; answered with nothing to change should a runtime call them anyway.
             "StateChange" | "StopContainer" | "UpdateContainer" => (Response::ok(&Empty), After::Nothing),
             other => {
-                log::warn!("the runtime called unknown method {other:?}");
+                self.ignored
+                    .note(Kind::UnknownCall, Level::Warn, || format!("the runtime called unknown method {other:?}"));
                 (Response::error(code::UNIMPLEMENTED, format!("method {other}")), After::Nothing)
             }
         }
     }
 
-    fn create_container(&self, payload: &[u8]) -> (Response, After) {
+    /// The answer to a request (`what`: its kind) that does not decode.
+    fn undecodable(&mut self, what: &str, e: proto::DecodeError) -> (Response, After) {
+        self.ignored.note(Kind::Undecodable, Level::Error, || {
+            format!("answering an undecodable {what} request with an error: {e}")
+        });
+        (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing)
+    }
+
+    fn create_container(&mut self, payload: &[u8]) -> (Response, After) {
         let req = match CreateContainerRequest::decode(payload) {
             Ok(r) => r,
             Err(e) if self.config.fail_closed => {
-                log::error!("refusing a container: its CreateContainer request is undecodable: {e} (fail_closed)");
+                self.ignored.note(Kind::BadCreate, Level::Error, || {
+                    format!("refusing a container: its CreateContainer request is undecodable: {e} (fail_closed)")
+                });
                 return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
             }
             Err(e) => {
-                log::error!(
-                    "leaving a container unadjusted: its CreateContainer request is undecodable: {e} \
-                     (failing open: it runs without core scheduling; set fail_closed = true to refuse it)"
-                );
+                self.ignored.note(Kind::BadCreate, Level::Error, || {
+                    format!(
+                        "leaving a container unadjusted: its CreateContainer request is undecodable: {e} \
+                         (failing open: it runs without core scheduling; set fail_closed = true to refuse it)"
+                    )
+                });
                 return (Response::ok(&CreateContainerResponse::default()), After::Nothing);
             }
         };

@@ -1,6 +1,6 @@
 //! Runtimes that attack the plugin: one that trickles bytes to hold the registration open, one
-//! that stops reading so the plugin's writes block, and strings with newlines that would forge log
-//! lines.
+//! that stops reading so the plugin's writes block, strings with newlines that would forge log
+//! lines, and a flood of frames the plugin ignores (summarised, not logged one line each).
 
 use std::io::Write;
 use std::os::unix::net::UnixListener;
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use oci_coresched_hook::nri::messages::{CreateContainerRequest, PodSandbox};
 use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
+use oci_coresched_hook::nri::wire::{self, RUNTIME_CONN, TYPE_RESPONSE};
 
 use super::support::{Plugin, Runtime, WAIT, accept, connected, container, plugin_cmd, pod, setup, try_accept};
 
@@ -117,5 +118,28 @@ fn strings_from_the_runtime_cannot_forge_log_lines() {
         r"is pod sb1\nFORGED pod id's sandbox",
     ] {
         assert!(log.contains(escaped), "no {escaped:?} in the log:\n{log}");
+    }
+}
+
+#[test]
+fn a_flood_of_ignored_frames_is_summarised_not_logged_one_line_each() {
+    let (_s, _listener, mut plugin, mut rt) = connected("flood");
+    let mut flood = Vec::new();
+    for _ in 0..20_000 {
+        flood.extend(wire::mux_frames(7, b"x"));
+    }
+    for _ in 0..2_000 {
+        flood.extend(wire::mux_frames(RUNTIME_CONN, &wire::ttrpc_message(9, TYPE_RESPONSE, 0, b"")));
+    }
+    rt.write_raw(&flood);
+    for _ in 0..200 {
+        assert_eq!(rt.call("Frobnicate", vec![]).code(), code::UNIMPLEMENTED);
+    }
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    let lines = log.lines().count();
+    assert!(lines < 50, "{lines} lines for 22,200 ignored frames and calls:\n{}", &log[..log.len().min(4000)]);
+    for count in ["ignored 20000 ", "ignored 2000 ", "ignored 200 "] {
+        assert!(log.contains(count), "no {count:?} in the log:\n{log}");
     }
 }
