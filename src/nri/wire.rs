@@ -15,6 +15,10 @@
 //! connection), so it is a [`WireError`] that ends the connection. Messages written here are cut
 //! into mux frames of at most [`WRITE_CHUNK`] bytes: NRI's Go side reads each frame into a
 //! 4 KiB buffer.
+//!
+//! Parsing takes messages out of what was read by moving an offset, so a frame of many tiny
+//! messages costs time linear in its length. Reads are bounded by a deadline and writes end on
+//! the stop flag ([`Conn`]).
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -112,9 +116,49 @@ pub enum Incoming {
     },
 }
 
+/// Bytes received and not yet taken. Taking moves an offset; the taken bytes are dropped in one
+/// move once they are at least as many as those left, so each byte is moved at most about once:
+/// taking many small messages out of one big frame costs the frame's length, not the messages'
+/// count times it.
+#[derive(Debug, Default)]
+struct Buffer {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl Buffer {
+    /// The bytes not yet taken.
+    fn data(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// Takes the first `n` bytes (at most [`Buffer::len`]).
+    fn take(&mut self, n: usize) {
+        self.start += n;
+        if self.start >= self.bytes.len() {
+            self.bytes.clear();
+            self.start = 0;
+        }
+    }
+
+    fn extend(&mut self, more: &[u8]) {
+        if self.start > 0 && self.start >= self.len() {
+            self.bytes.drain(..self.start);
+            self.start = 0;
+        }
+        self.bytes.extend_from_slice(more);
+    }
+}
+
+/// One logical connection's byte stream, cut into ttrpc messages.
 #[derive(Debug, Default)]
 struct Stream {
-    buf: Vec<u8>,
+    buf: Buffer,
+    /// Bytes of an oversize message still to come, dropped as they arrive.
     skip: usize,
 }
 
@@ -123,38 +167,39 @@ impl Stream {
         let skipped = self.skip.min(payload.len());
         self.skip -= skipped;
         payload = &payload[skipped..];
-        self.buf.extend_from_slice(payload);
+        self.buf.extend(payload);
     }
 
     fn next(&mut self, conn: u32) -> Option<Incoming> {
-        if self.skip > 0 || self.buf.len() < TTRPC_HEADER_LEN {
+        let buf = self.buf.data();
+        if self.skip > 0 || buf.len() < TTRPC_HEADER_LEN {
             return None;
         }
-        let length = u32::from_be_bytes(self.buf[0..4].try_into().expect("4 bytes"));
-        let stream_id = u32::from_be_bytes(self.buf[4..8].try_into().expect("4 bytes"));
-        let (kind, flags) = (self.buf[8], self.buf[9]);
+        let length = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes"));
+        let stream_id = u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes"));
+        let (kind, flags) = (buf[8], buf[9]);
         if length as usize > MAX_TTRPC_MESSAGE {
-            self.buf.drain(..TTRPC_HEADER_LEN);
-            let have = self.buf.len().min(length as usize);
-            self.buf.drain(..have);
+            let have = (buf.len() - TTRPC_HEADER_LEN).min(length as usize);
+            self.buf.take(TTRPC_HEADER_LEN + have);
             self.skip = length as usize - have;
             return Some(Incoming::Oversize { conn, stream_id, length });
         }
         let end = TTRPC_HEADER_LEN + length as usize;
-        if self.buf.len() < end {
+        if buf.len() < end {
             return None;
         }
-        let payload = self.buf[TTRPC_HEADER_LEN..end].to_vec();
-        self.buf.drain(..end);
+        let payload = buf[TTRPC_HEADER_LEN..end].to_vec();
+        self.buf.take(end);
         Some(Incoming::Message(Message { conn, stream_id, kind, flags, payload }))
     }
 }
 
 /// Splits the bytes of the socket into mux frames, and each served logical connection's bytes into
-/// ttrpc messages. Holds at most one partial frame and one partial message per connection.
+/// ttrpc messages. Holds at most one partial frame and one partial message per connection, and
+/// parses in time linear in the bytes fed, however many messages they hold.
 #[derive(Debug, Default)]
 pub struct Demux {
-    buf: Vec<u8>,
+    buf: Buffer,
     plugin: Stream,
     runtime: Stream,
 }
@@ -167,7 +212,7 @@ impl Demux {
 
     /// Adds bytes read from the socket.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.buf.extend(bytes);
     }
 
     /// Bytes of an incomplete frame or message (for telling a clean close from a cut one).
@@ -185,19 +230,20 @@ impl Demux {
             if let Some(m) = self.runtime.next(RUNTIME_CONN) {
                 return Ok(Some(m));
             }
-            if self.buf.len() < MUX_HEADER_LEN {
+            let buf = self.buf.data();
+            if buf.len() < MUX_HEADER_LEN {
                 return Ok(None);
             }
-            let conn = u32::from_be_bytes(self.buf[0..4].try_into().expect("4 bytes"));
-            let length = u32::from_be_bytes(self.buf[4..8].try_into().expect("4 bytes"));
+            let conn = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes"));
+            let length = u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes"));
             if length as usize > MAX_MUX_PAYLOAD {
                 return Err(WireError::MuxOversize { conn, length });
             }
             let end = MUX_HEADER_LEN + length as usize;
-            if self.buf.len() < end {
+            if buf.len() < end {
                 return Ok(None);
             }
-            let payload = &self.buf[MUX_HEADER_LEN..end];
+            let payload = &buf[MUX_HEADER_LEN..end];
             let unknown = match conn {
                 PLUGIN_CONN => {
                     self.plugin.push(payload);
@@ -209,7 +255,7 @@ impl Demux {
                 }
                 _ => Some(Incoming::UnknownConn { conn, length: payload.len() }),
             };
-            self.buf.drain(..end);
+            self.buf.take(end);
             if unknown.is_some() {
                 return Ok(unknown);
             }

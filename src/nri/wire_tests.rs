@@ -1,5 +1,6 @@
-//! Unit tests of `wire.rs`: golden frames, messages cut anywhere, the size limits, and a trickle
-//! that cannot hold a read past its deadline.
+//! Unit tests of `wire.rs`: golden frames, messages cut anywhere, the size limits, a trickle that
+//! cannot hold a read past its deadline, the buffer's offset (taken bytes dropped once they are
+//! half of it), and one frame of many messages.
 
 use super::*;
 
@@ -149,4 +150,37 @@ fn a_trickle_of_bytes_does_not_hold_a_read_past_its_deadline() {
 fn send_refuses_an_oversize_message() {
     let mut c = Conn::new(io::Cursor::new(Vec::new()));
     assert!(matches!(c.send(1, 1, TYPE_RESPONSE, 0, &vec![0; MAX_TTRPC_MESSAGE + 1]), Err(WireError::SendOversize(_))));
+}
+
+#[test]
+fn the_buffer_keeps_the_bytes_not_taken_and_drops_the_taken_ones() {
+    let mut b = Buffer::default();
+    let mut model = std::collections::VecDeque::<u8>::new();
+    for round in 0..2_000usize {
+        let more: Vec<u8> = (0..round % 37).map(|i| (round + i) as u8).collect();
+        b.extend(&more);
+        model.extend(more.iter().copied());
+        assert!(b.bytes.len() <= 2 * b.len(), "round {round}: the taken bytes are dropped once they are half");
+        let n = (round * 7) % 41 % (model.len() + 1);
+        b.take(n);
+        model.drain(..n);
+        assert_eq!(b.data(), model.iter().copied().collect::<Vec<_>>(), "round {round}");
+    }
+}
+
+#[test]
+fn one_frame_of_many_messages_comes_out_whole() {
+    let mut stream = Vec::new();
+    for i in 0..10_000u32 {
+        stream.extend(ttrpc_message(2 * i + 1, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &i.to_be_bytes()[..(i % 5) as usize]));
+    }
+    let mut frame = PLUGIN_CONN.to_be_bytes().to_vec();
+    frame.extend((stream.len() as u32).to_be_bytes());
+    frame.extend(&stream);
+    let mut d = Demux::new();
+    d.feed(&frame);
+    let got = all(&mut d);
+    assert_eq!(got.len(), 10_000);
+    assert_eq!(got[9_999], msg(1, 19_999, &9_999u32.to_be_bytes()[..4]));
+    assert_eq!(d.pending(), 0);
 }
