@@ -71,7 +71,7 @@ pub enum WireError {
         length: u32,
     },
     /// A stop signal came while a write waited for the peer.
-    #[error("stopped by a signal while writing to the NRI socket")]
+    #[error("failed to write to the NRI socket: a stop signal came first")]
     Stopped,
     /// A message to send is longer than ttrpc accepts.
     #[error("failed to send a ttrpc message: {0} bytes is over the limit of {MAX_TTRPC_MESSAGE}")]
