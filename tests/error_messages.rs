@@ -242,6 +242,7 @@ fn wire_errors() -> Vec<WireError> {
         WireError::Closed,
         WireError::Truncated(5),
         WireError::MuxOversize { conn: 1, length: u32::MAX },
+        WireError::Stopped,
         WireError::SendOversize(5 << 20),
     ];
     for e in &all {
@@ -251,6 +252,7 @@ fn wire_errors() -> Vec<WireError> {
             | WireError::Closed
             | WireError::Truncated(_)
             | WireError::MuxOversize { .. }
+            | WireError::Stopped
             | WireError::SendOversize(_) => {}
         }
     }

@@ -55,7 +55,10 @@ pub fn init_pid(container: &Container, task_root: &Path) -> Option<i64> {
         return Some(i64::from(container.pid));
     }
     let pid = task_init_pid(&container.id, task_root)?;
-    log::debug!("catch-up: container {}: NRI gave no pid; containerd's init.pid says {pid}", container.id);
+    log::debug!(
+        "catch-up: container {}: NRI gave no pid; containerd's init.pid says {pid}",
+        container.id.escape_debug()
+    );
     Some(pid)
 }
 
@@ -106,7 +109,10 @@ pub fn catch_up<K: CoreSched>(
             continue;
         }
         let Some(pid) = init_pid(c, task_root) else {
-            log::warn!("catch-up: container {}: no init pid from NRI or containerd's init.pid; skipped", c.id);
+            log::warn!(
+                "catch-up: container {}: no init pid from NRI or containerd's init.pid; skipped",
+                c.id.escape_debug()
+            );
             s.skipped += 1;
             continue;
         };
@@ -119,7 +125,7 @@ pub fn catch_up<K: CoreSched>(
             }
         };
         if decision.action == Action::Skip {
-            log::debug!("catch-up: container {}: skipped: {}", c.id, decision.reason);
+            log::debug!("catch-up: container {}: skipped: {}", c.id.escape_debug(), decision.reason);
             s.skipped += 1;
             continue;
         }
@@ -130,24 +136,31 @@ pub fn catch_up<K: CoreSched>(
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
                 if matches!(o.via, crate::engine::Via::AlreadySet) =>
             {
-                log::debug!("catch-up: container {} (pid {pid}) already has group {group}'s cookie", c.id);
+                log::debug!(
+                    "catch-up: container {} (pid {pid}) already has group {group}'s cookie",
+                    c.id.escape_debug()
+                );
                 s.already += 1;
             }
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. }) => {
                 log::info!(
                     "catch-up: container {} (pid {pid}): group {group}, cookie {}",
-                    c.id,
+                    c.id.escape_debug(),
                     crate::kernel::CookieHex(o.cookie)
                 );
                 s.ensured += 1;
             }
             Ok(Done::Cleared(_)) => {
-                log::info!("catch-up: container {} (pid {pid}): cookie cleared ({})", c.id, decision.reason);
+                log::info!(
+                    "catch-up: container {} (pid {pid}): cookie cleared ({})",
+                    c.id.escape_debug(),
+                    decision.reason
+                );
                 s.cleared += 1;
             }
             Ok(Done::Skipped | Done::Forgot(_) | Done::StopRecorded) => s.skipped += 1,
             Err(e) => {
-                log::warn!("catch-up: container {} (pid {pid}): {}", c.id, crate::error::Chain(&e));
+                log::warn!("catch-up: container {} (pid {pid}): {}", c.id.escape_debug(), crate::error::Chain(&e));
                 s.failed += 1;
             }
         }

@@ -7,7 +7,7 @@
 //! what already runs, and [`catchup`] gives those containers their cookies through the hook's
 //! engine, on a thread of its own so that the runtime's 2 s request timeout is never at stake.
 //!
-//! [`session`] serves one connection; this file holds the options, the errors, the reconnect loop
+//! [`session`] serves one connection ([`ignored`] counts what it drops); this file holds the options, the errors, the reconnect loop
 //! and the signal handling. The protocol (NRI's multiplexer, ttrpc, protobuf) is implemented here,
 //! in [`wire`], [`ttrpc`], [`messages`] and [`proto`], from NRI 0.6.1's API definition as the specification, with no new
 //! dependency: the plugin needs nine messages and a few fields of each, about 500 lines with their
@@ -23,6 +23,9 @@
 //!   changes. With `--once` the command instead exits 1 at the first failure;
 //! - the connection lost (runtime restarted, `Shutdown`, a broken frame): one line, then the same
 //!   backoff and a new registration;
+//! - registration and configuration not done within [`REGISTRATION_TIMEOUT`]: the connection
+//!   ends the same way. The deadline bounds each read ([`wire::Conn::recv`]), so a runtime that
+//!   trickles bytes without completing a message cannot hold the plugin past it;
 //! - while it waits out a backoff, it looks at the socket file every [`SOCKET_POLL`]: a socket
 //!   that appears, or is created anew (a restarted runtime binds a new one), ends the wait at
 //!   once. A runtime that comes back starts creating pods right away, and until the plugin is
@@ -30,11 +33,17 @@
 //!   hook, so the plugin is back within [`SOCKET_POLL`] plus a registration, not a backoff step;
 //! - a malformed request: an error status for that request (for `CreateContainer`, an empty
 //!   adjustment instead unless `fail_closed` is set), logged, the connection kept; an unknown method
-//!   gets ttrpc's `Unimplemented`;
+//!   gets ttrpc's `Unimplemented`. These, and the frames the plugin drops, are logged in bursts
+//!   ([`ignored`]): a few lines of each kind, then one line with the count, so a runtime cannot
+//!   flood the log;
+//! - every string the runtime sends (its name and version, pod names, namespaces and ids,
+//!   container ids, method names) is logged escaped (`escape_debug`, `{:?}`): a newline in a pod
+//!   name cannot start a log line of its own;
 //! - SIGTERM or SIGINT: exit 0.
 
 pub mod adjust;
 pub mod catchup;
+mod ignored;
 pub mod messages;
 pub mod proto;
 mod session;
@@ -59,7 +68,7 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/oci-coresched-hook";
 /// What the plugin subscribes to.
 pub const EVENTS: [u32; 1] = [event::CREATE_CONTAINER];
 /// How long registration and configuration may take before the plugin reconnects (NRI's own
-/// limit is 5 s).
+/// limit is 5 s), however the runtime's bytes arrive.
 pub(super) const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a blocked read wakes up to look at the stop flag.
 pub(super) const POLL: Duration = Duration::from_millis(200);

@@ -4,13 +4,16 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use log::Level;
 
 use crate::config::Config;
 use crate::system::System;
 
 use super::adjust;
 use super::catchup;
+use super::ignored::{Ignored, Kind};
 use super::messages::{
     ConfigureRequest, ConfigureResponse, CreateContainerRequest, CreateContainerResponse, Empty, PLUGIN_SERVICE,
     RUNTIME_SERVICE, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse, event,
@@ -44,6 +47,8 @@ pub(super) struct Session<'a> {
     pub(super) threads: Vec<std::thread::JoinHandle<()>>,
     /// A `Synchronize` split over several requests (`more`), collected until the last.
     sync: SynchronizeRequest,
+    /// What this connection ignored or refused, logged in bursts.
+    ignored: Ignored,
 }
 
 /// What a request asks of the session once its response is sent.
@@ -65,12 +70,23 @@ impl<'a> Session<'a> {
             configured: false,
             threads: Vec::new(),
             sync: SynchronizeRequest::default(),
+            ignored: Ignored::default(),
         }
     }
 
     pub(super) fn serve(&mut self, stream: UnixStream) -> Result<End, NriError> {
-        stream.set_read_timeout(Some(POLL)).map_err(|e| NriError::Wire(WireError::Read(e)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| NriError::Wire(WireError::Write(e)))?;
+        let result = self.serve_until_end(stream);
+        self.ignored.flush();
+        match result {
+            Err(NriError::Wire(WireError::Stopped)) => Ok(End::Stopped),
+            other => other,
+        }
+    }
+
+    fn serve_until_end(&mut self, stream: UnixStream) -> Result<End, NriError> {
+        // Short, so that a write the runtime does not take looks at the stop flag every POLL;
+        // the connection is given up after wire::WRITE_STALL without progress.
+        stream.set_write_timeout(Some(POLL)).map_err(|e| NriError::Wire(WireError::Write(e)))?;
         let mut conn = Conn::new(stream);
         let register = RegisterPluginRequest {
             plugin_name: self.opts.plugin_name.clone(),
@@ -83,21 +99,32 @@ impl<'a> Session<'a> {
             timeout_nano: REGISTRATION_TIMEOUT.as_nanos() as i64,
         };
         conn.send(RUNTIME_CONN, REGISTER_STREAM, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &req.to_bytes())?;
-        let started = Instant::now();
+        // The deadline bounds every read, not just the loop: bytes that keep arriving without
+        // completing a message do not hold the registration open.
+        let registration_deadline = Instant::now() + REGISTRATION_TIMEOUT;
         loop {
             if stopping() {
                 return Ok(End::Stopped);
             }
-            if !(self.registered && self.configured) && started.elapsed() > REGISTRATION_TIMEOUT {
-                return Err(NriError::Timeout(self.name.to_string()));
+            let mut until = Instant::now() + POLL;
+            if !(self.registered && self.configured) {
+                if Instant::now() >= registration_deadline {
+                    return Err(NriError::Timeout(self.name.to_string()));
+                }
+                until = until.min(registration_deadline);
             }
-            let Some(incoming) = conn.recv()? else { continue };
+            self.ignored.tick();
+            let Some(incoming) = conn.recv(until)? else { continue };
             match incoming {
                 Incoming::UnknownConn { conn: id, length } => {
-                    log::warn!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")
+                    self.ignored.note(Kind::UnknownConn, Level::Warn, || {
+                        format!("ignoring a {length}-byte NRI frame for connection {id}, which nobody serves")
+                    });
                 }
                 Incoming::Oversize { conn: id, stream_id, length } => {
-                    log::error!("skipping a {length}-byte ttrpc message on connection {id}: over the limit");
+                    self.ignored.note(Kind::Oversize, Level::Error, || {
+                        format!("skipping a {length}-byte ttrpc message on connection {id}: over the limit")
+                    });
                     if id == PLUGIN_CONN && stream_id % 2 == 1 {
                         let r = Response::error(code::RESOURCE_EXHAUSTED, "message over the size limit");
                         conn.send(PLUGIN_CONN, stream_id, TYPE_RESPONSE, 0, &r.to_bytes())?;
@@ -107,12 +134,16 @@ impl<'a> Session<'a> {
                     if m.kind == TYPE_RESPONSE && m.stream_id == REGISTER_STREAM && !self.registered {
                         self.registration_answered(&m.payload)?;
                     } else {
-                        log::warn!("ignoring an unexpected ttrpc message (type {}) from the runtime", m.kind);
+                        self.ignored.note(Kind::Unexpected, Level::Warn, || {
+                            format!("ignoring an unexpected ttrpc message (type {}) from the runtime", m.kind)
+                        });
                     }
                 }
                 Incoming::Message(m) => {
                     if m.kind != TYPE_REQUEST || m.stream_id % 2 == 0 {
-                        log::warn!("ignoring a ttrpc message of type {} on stream {}", m.kind, m.stream_id);
+                        self.ignored.note(Kind::Unexpected, Level::Warn, || {
+                            format!("ignoring a ttrpc message of type {} on stream {}", m.kind, m.stream_id)
+                        });
                         continue;
                     }
                     let (response, after) = self.handle(&m.payload);
@@ -143,30 +174,25 @@ impl<'a> Session<'a> {
     fn handle(&mut self, payload: &[u8]) -> (Response, After) {
         let req = match Request::decode(payload) {
             Ok(r) => r,
-            Err(e) => {
-                log::error!("answering an undecodable ttrpc request with an error: {e}");
-                return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
-            }
+            Err(e) => return self.undecodable("ttrpc", e),
         };
         if req.service != PLUGIN_SERVICE {
-            log::warn!("the runtime called unknown service {:?}", req.service);
+            self.ignored.note(Kind::UnknownCall, Level::Warn, || {
+                format!("the runtime called unknown service {:?}", req.service)
+            });
             return (Response::error(code::UNIMPLEMENTED, format!("service {}", req.service)), After::Nothing);
         }
-        let bad = |what: &str, e: proto::DecodeError| {
-            log::error!("answering an undecodable {what} request with an error: {e}");
-            (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing)
-        };
         match req.method.as_str() {
             "Configure" => match ConfigureRequest::decode(&req.payload) {
                 Ok(c) => {
                     log::info!(
                         "configured by {} {}; subscribing to CreateContainer",
-                        c.runtime_name,
-                        c.runtime_version
+                        c.runtime_name.escape_debug(),
+                        c.runtime_version.escape_debug()
                     );
                     (Response::ok(&ConfigureResponse { events: event::mask(&EVENTS) }), After::Configured)
                 }
-                Err(e) => bad("Configure", e),
+                Err(e) => self.undecodable("Configure", e),
             },
             "Synchronize" => match SynchronizeRequest::decode(&req.payload) {
                 Ok(s) => {
@@ -178,31 +204,44 @@ impl<'a> Session<'a> {
                     let all = std::mem::take(&mut self.sync);
                     (Response::ok(&SynchronizeResponse { more: false }), After::CatchUp(all))
                 }
-                Err(e) => bad("Synchronize", e),
+                Err(e) => self.undecodable("Synchronize", e),
             },
             "CreateContainer" => self.create_container(&req.payload),
             "Shutdown" => (Response::ok(&Empty), After::Shutdown),
             // Not subscribed to; answered with nothing to change should a runtime call them anyway.
             "StateChange" | "StopContainer" | "UpdateContainer" => (Response::ok(&Empty), After::Nothing),
             other => {
-                log::warn!("the runtime called unknown method {other:?}");
+                self.ignored
+                    .note(Kind::UnknownCall, Level::Warn, || format!("the runtime called unknown method {other:?}"));
                 (Response::error(code::UNIMPLEMENTED, format!("method {other}")), After::Nothing)
             }
         }
     }
 
-    fn create_container(&self, payload: &[u8]) -> (Response, After) {
+    /// The answer to a request (`what`: its kind) that does not decode.
+    fn undecodable(&mut self, what: &str, e: proto::DecodeError) -> (Response, After) {
+        self.ignored.note(Kind::Undecodable, Level::Error, || {
+            format!("answering an undecodable {what} request with an error: {e}")
+        });
+        (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing)
+    }
+
+    fn create_container(&mut self, payload: &[u8]) -> (Response, After) {
         let req = match CreateContainerRequest::decode(payload) {
             Ok(r) => r,
             Err(e) if self.config.fail_closed => {
-                log::error!("refusing a container: its CreateContainer request is undecodable: {e} (fail_closed)");
+                self.ignored.note(Kind::BadCreate, Level::Error, || {
+                    format!("refusing a container: its CreateContainer request is undecodable: {e} (fail_closed)")
+                });
                 return (Response::error(code::INVALID_ARGUMENT, e.to_string()), After::Nothing);
             }
             Err(e) => {
-                log::error!(
-                    "leaving a container unadjusted: its CreateContainer request is undecodable: {e} \
-                     (failing open: it runs without core scheduling; set fail_closed = true to refuse it)"
-                );
+                self.ignored.note(Kind::BadCreate, Level::Error, || {
+                    format!(
+                        "leaving a container unadjusted: its CreateContainer request is undecodable: {e} \
+                         (failing open: it runs without core scheduling; set fail_closed = true to refuse it)"
+                    )
+                });
                 return (Response::ok(&CreateContainerResponse::default()), After::Nothing);
             }
         };
@@ -212,12 +251,16 @@ impl<'a> Session<'a> {
         match &adjust {
             Some(a) => log::info!(
                 "container {} (pod {}/{}): injecting the hook, annotations {}",
-                ctr.id,
-                pod.namespace,
-                pod.name,
+                ctr.id.escape_debug(),
+                pod.namespace.escape_debug(),
+                pod.name.escape_debug(),
                 a.annotations.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
-            None => log::info!("container {} is pod {}'s sandbox: left as it is", ctr.id, pod.id),
+            None => log::info!(
+                "container {} is pod {}'s sandbox: left as it is",
+                ctr.id.escape_debug(),
+                pod.id.escape_debug()
+            ),
         }
         (Response::ok(&CreateContainerResponse { adjust }), After::Nothing)
     }

@@ -15,8 +15,14 @@
 //! connection), so it is a [`WireError`] that ends the connection. Messages written here are cut
 //! into mux frames of at most [`WRITE_CHUNK`] bytes: NRI's Go side reads each frame into a
 //! 4 KiB buffer.
+//!
+//! Parsing takes messages out of what was read by moving an offset, so a frame of many tiny
+//! messages costs time linear in its length. Reads are bounded by a deadline and writes end on
+//! the stop flag ([`Conn`]).
 
 use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 /// The mux frame header's length.
 pub const MUX_HEADER_LEN: usize = 8;
@@ -28,6 +34,8 @@ pub const TTRPC_HEADER_LEN: usize = 10;
 pub const MAX_TTRPC_MESSAGE: usize = 4 << 20;
 /// The longest mux frame this side writes.
 pub const WRITE_CHUNK: usize = 4096;
+/// How long a write may go on without the peer taking a byte before the connection is given up.
+pub const WRITE_STALL: Duration = Duration::from_secs(5);
 /// The logical connection on which the plugin serves the `Plugin` service.
 pub const PLUGIN_CONN: u32 = 1;
 /// The logical connection on which the plugin calls the `Runtime` service.
@@ -62,6 +70,9 @@ pub enum WireError {
         /// The announced length.
         length: u32,
     },
+    /// A stop signal came while a write waited for the peer.
+    #[error("failed to write to the NRI socket: a stop signal came first")]
+    Stopped,
     /// A message to send is longer than ttrpc accepts.
     #[error("failed to send a ttrpc message: {0} bytes is over the limit of {MAX_TTRPC_MESSAGE}")]
     SendOversize(usize),
@@ -105,9 +116,49 @@ pub enum Incoming {
     },
 }
 
+/// Bytes received and not yet taken. Taking moves an offset; the taken bytes are dropped in one
+/// move once they are at least as many as those left, so each byte is moved at most about once:
+/// taking many small messages out of one big frame costs the frame's length, not the messages'
+/// count times it.
+#[derive(Debug, Default)]
+struct Buffer {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl Buffer {
+    /// The bytes not yet taken.
+    fn data(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// Takes the first `n` bytes (at most [`Buffer::len`]).
+    fn take(&mut self, n: usize) {
+        self.start += n;
+        if self.start >= self.bytes.len() {
+            self.bytes.clear();
+            self.start = 0;
+        }
+    }
+
+    fn extend(&mut self, more: &[u8]) {
+        if self.start > 0 && self.start >= self.len() {
+            self.bytes.drain(..self.start);
+            self.start = 0;
+        }
+        self.bytes.extend_from_slice(more);
+    }
+}
+
+/// One logical connection's byte stream, cut into ttrpc messages.
 #[derive(Debug, Default)]
 struct Stream {
-    buf: Vec<u8>,
+    buf: Buffer,
+    /// Bytes of an oversize message still to come, dropped as they arrive.
     skip: usize,
 }
 
@@ -116,38 +167,39 @@ impl Stream {
         let skipped = self.skip.min(payload.len());
         self.skip -= skipped;
         payload = &payload[skipped..];
-        self.buf.extend_from_slice(payload);
+        self.buf.extend(payload);
     }
 
     fn next(&mut self, conn: u32) -> Option<Incoming> {
-        if self.skip > 0 || self.buf.len() < TTRPC_HEADER_LEN {
+        let buf = self.buf.data();
+        if self.skip > 0 || buf.len() < TTRPC_HEADER_LEN {
             return None;
         }
-        let length = u32::from_be_bytes(self.buf[0..4].try_into().expect("4 bytes"));
-        let stream_id = u32::from_be_bytes(self.buf[4..8].try_into().expect("4 bytes"));
-        let (kind, flags) = (self.buf[8], self.buf[9]);
+        let length = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes"));
+        let stream_id = u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes"));
+        let (kind, flags) = (buf[8], buf[9]);
         if length as usize > MAX_TTRPC_MESSAGE {
-            self.buf.drain(..TTRPC_HEADER_LEN);
-            let have = self.buf.len().min(length as usize);
-            self.buf.drain(..have);
+            let have = (buf.len() - TTRPC_HEADER_LEN).min(length as usize);
+            self.buf.take(TTRPC_HEADER_LEN + have);
             self.skip = length as usize - have;
             return Some(Incoming::Oversize { conn, stream_id, length });
         }
         let end = TTRPC_HEADER_LEN + length as usize;
-        if self.buf.len() < end {
+        if buf.len() < end {
             return None;
         }
-        let payload = self.buf[TTRPC_HEADER_LEN..end].to_vec();
-        self.buf.drain(..end);
+        let payload = buf[TTRPC_HEADER_LEN..end].to_vec();
+        self.buf.take(end);
         Some(Incoming::Message(Message { conn, stream_id, kind, flags, payload }))
     }
 }
 
 /// Splits the bytes of the socket into mux frames, and each served logical connection's bytes into
-/// ttrpc messages. Holds at most one partial frame and one partial message per connection.
+/// ttrpc messages. Holds at most one partial frame and one partial message per connection, and
+/// parses in time linear in the bytes fed, however many messages they hold.
 #[derive(Debug, Default)]
 pub struct Demux {
-    buf: Vec<u8>,
+    buf: Buffer,
     plugin: Stream,
     runtime: Stream,
 }
@@ -160,7 +212,7 @@ impl Demux {
 
     /// Adds bytes read from the socket.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.buf.extend(bytes);
     }
 
     /// Bytes of an incomplete frame or message (for telling a clean close from a cut one).
@@ -178,19 +230,20 @@ impl Demux {
             if let Some(m) = self.runtime.next(RUNTIME_CONN) {
                 return Ok(Some(m));
             }
-            if self.buf.len() < MUX_HEADER_LEN {
+            let buf = self.buf.data();
+            if buf.len() < MUX_HEADER_LEN {
                 return Ok(None);
             }
-            let conn = u32::from_be_bytes(self.buf[0..4].try_into().expect("4 bytes"));
-            let length = u32::from_be_bytes(self.buf[4..8].try_into().expect("4 bytes"));
+            let conn = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes"));
+            let length = u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes"));
             if length as usize > MAX_MUX_PAYLOAD {
                 return Err(WireError::MuxOversize { conn, length });
             }
             let end = MUX_HEADER_LEN + length as usize;
-            if self.buf.len() < end {
+            if buf.len() < end {
                 return Ok(None);
             }
-            let payload = &self.buf[MUX_HEADER_LEN..end];
+            let payload = &buf[MUX_HEADER_LEN..end];
             let unknown = match conn {
                 PLUGIN_CONN => {
                     self.plugin.push(payload);
@@ -202,7 +255,7 @@ impl Demux {
                 }
                 _ => Some(Incoming::UnknownConn { conn, length: payload.len() }),
             };
-            self.buf.drain(..end);
+            self.buf.take(end);
             if unknown.is_some() {
                 return Ok(unknown);
             }
@@ -232,15 +285,29 @@ pub fn mux_frames(conn: u32, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The socket with its demultiplexer. Reads return `None` when the socket's read timeout passes,
-/// so that the caller can look at its stop flag between messages.
+/// A byte stream whose reads can be bounded in time: the socket (an in-memory stream in tests).
+pub trait Socket: Read + Write {
+    /// Bounds each following read to `timeout` (never zero).
+    fn set_read_timeout(&self, timeout: Duration) -> io::Result<()>;
+}
+
+impl Socket for UnixStream {
+    fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, Some(timeout))
+    }
+}
+
+/// The socket with its demultiplexer. Every read waits at most until the deadline the caller
+/// gives, however the bytes arrive: a peer that trickles bytes without completing a message
+/// cannot hold a read past it. A write blocked on a peer that stops reading ends on the stop
+/// flag ([`crate::signals`]), the socket's write timeout being the caller's poll interval.
 #[derive(Debug)]
 pub struct Conn<S> {
     stream: S,
     demux: Demux,
 }
 
-impl<S: Read + Write> Conn<S> {
+impl<S: Socket> Conn<S> {
     /// Wraps a connected socket.
     pub fn new(stream: S) -> Self {
         Self { stream, demux: Demux::new() }
@@ -251,13 +318,18 @@ impl<S: Read + Write> Conn<S> {
         &self.stream
     }
 
-    /// The next message; `None` when the read timed out or was interrupted by a signal.
-    pub fn recv(&mut self) -> Result<Option<Incoming>, WireError> {
+    /// The next message; `None` once `deadline` passed, or when a signal interrupted the read.
+    pub fn recv(&mut self, deadline: Instant) -> Result<Option<Incoming>, WireError> {
         let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(m) = self.demux.next()? {
                 return Ok(Some(m));
             }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.stream.set_read_timeout(left).map_err(WireError::Read)?;
             match self.stream.read(&mut buf) {
                 Ok(0) if self.demux.pending() > 0 => return Err(WireError::Truncated(self.demux.pending())),
                 Ok(0) => return Err(WireError::Closed),
@@ -275,126 +347,43 @@ impl<S: Read + Write> Conn<S> {
         }
     }
 
-    /// Sends one ttrpc message on logical connection `conn`.
+    /// Sends one ttrpc message on logical connection `conn`. A write that waits for the peer
+    /// returns [`WireError::Stopped`] once the stop flag is set (the socket's write timeout, short,
+    /// or the signal itself wakes it), and an error after [`WRITE_STALL`] without progress.
     pub fn send(&mut self, conn: u32, stream_id: u32, kind: u8, flags: u8, payload: &[u8]) -> Result<(), WireError> {
         if payload.len() > MAX_TTRPC_MESSAGE {
             return Err(WireError::SendOversize(payload.len()));
         }
         let frames = mux_frames(conn, &ttrpc_message(stream_id, kind, flags, payload));
-        self.stream.write_all(&frames).and_then(|()| self.stream.flush()).map_err(WireError::Write)
+        let mut rest = &frames[..];
+        let mut progress = Instant::now();
+        while !rest.is_empty() {
+            match self.stream.write(rest) {
+                Ok(0) => return Err(WireError::Write(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    rest = &rest[n..];
+                    progress = Instant::now();
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if crate::signals::stopping() {
+                        return Err(WireError::Stopped);
+                    }
+                    if progress.elapsed() >= WRITE_STALL {
+                        return Err(WireError::Write(e));
+                    }
+                }
+                Err(e) => return Err(WireError::Write(e)),
+            }
+        }
+        self.stream.flush().map_err(WireError::Write)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn all(d: &mut Demux) -> Vec<Incoming> {
-        std::iter::from_fn(|| d.next().unwrap()).collect()
-    }
-
-    fn msg(conn: u32, stream_id: u32, payload: &[u8]) -> Incoming {
-        Incoming::Message(Message {
-            conn,
-            stream_id,
-            kind: TYPE_REQUEST,
-            flags: FLAG_REMOTE_CLOSED,
-            payload: payload.into(),
-        })
-    }
-
-    #[test]
-    fn golden_frame_of_a_request() {
-        let frame = mux_frames(PLUGIN_CONN, &ttrpc_message(3, TYPE_REQUEST, FLAG_REMOTE_CLOSED, b"ab"));
-        assert_eq!(frame, [0, 0, 0, 1, 0, 0, 0, 12, 0, 0, 0, 2, 0, 0, 0, 3, 1, 1, b'a', b'b']);
-    }
-
-    #[test]
-    fn messages_come_out_whole_however_the_bytes_are_cut() {
-        let mut bytes = mux_frames(PLUGIN_CONN, &ttrpc_message(1, TYPE_REQUEST, FLAG_REMOTE_CLOSED, b"one"));
-        // A message split over two frames (as Go's buffered writer may send it), and one on conn 2.
-        let two = ttrpc_message(3, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &[7u8; 5000]);
-        bytes.extend(mux_frames(PLUGIN_CONN, &two[..4]));
-        bytes.extend(mux_frames(RUNTIME_CONN, &ttrpc_message(1, TYPE_REQUEST, FLAG_REMOTE_CLOSED, b"rt")));
-        bytes.extend(mux_frames(PLUGIN_CONN, &two[4..]));
-        for step in [1, 3, 7, 4096, bytes.len()] {
-            let mut d = Demux::new();
-            let mut got = Vec::new();
-            for chunk in bytes.chunks(step) {
-                d.feed(chunk);
-                got.extend(all(&mut d));
-            }
-            assert_eq!(got, [msg(1, 1, b"one"), msg(2, 1, b"rt"), msg(1, 3, &[7u8; 5000])], "step {step}");
-            assert_eq!(d.pending(), 0);
-        }
-    }
-
-    #[test]
-    fn written_frames_respect_the_chunk_size() {
-        let bytes = mux_frames(RUNTIME_CONN, &[0u8; 2 * WRITE_CHUNK + 1]);
-        assert_eq!(bytes.len(), 2 * WRITE_CHUNK + 1 + 3 * MUX_HEADER_LEN);
-        assert_eq!(&bytes[4..8], &(WRITE_CHUNK as u32).to_be_bytes());
-    }
-
-    #[test]
-    fn a_truncated_header_waits_and_a_closed_socket_says_so() {
-        let mut d = Demux::new();
-        d.feed(&[0, 0, 0, 1, 0, 0]);
-        assert_eq!(d.next().unwrap(), None);
-        let mut c = Conn::new(io::Cursor::new(vec![0u8, 0, 0, 1, 0, 0]));
-        assert!(matches!(c.recv(), Err(WireError::Truncated(6))));
-        let mut c = Conn::new(io::Cursor::new(Vec::new()));
-        assert!(matches!(c.recv(), Err(WireError::Closed)));
-    }
-
-    #[test]
-    fn an_oversize_mux_frame_ends_the_connection() {
-        let mut d = Demux::new();
-        d.feed(&[0, 0, 0, 1]);
-        d.feed(&((MAX_MUX_PAYLOAD as u32) + 1).to_be_bytes());
-        assert!(matches!(d.next(), Err(WireError::MuxOversize { conn: 1, length: 16_777_217 })));
-    }
-
-    #[test]
-    fn an_oversize_ttrpc_message_is_skipped_and_the_stream_goes_on() {
-        let big = (MAX_TTRPC_MESSAGE + 3) as u32;
-        let mut stream = Vec::new();
-        stream.extend(big.to_be_bytes());
-        stream.extend(5u32.to_be_bytes());
-        stream.extend([TYPE_REQUEST, 0]);
-        stream.extend(vec![0xee; big as usize]);
-        stream.extend(ttrpc_message(7, TYPE_REQUEST, FLAG_REMOTE_CLOSED, b"after"));
-        let mut d = Demux::new();
-        let mut got = Vec::new();
-        for chunk in stream.chunks(MAX_MUX_PAYLOAD / 4) {
-            d.feed(&mux_frames(PLUGIN_CONN, chunk));
-            got.extend(all(&mut d));
-        }
-        assert_eq!(got, [Incoming::Oversize { conn: 1, stream_id: 5, length: big }, msg(1, 7, b"after")]);
-    }
-
-    #[test]
-    fn frames_for_an_unknown_conn_are_reported_and_dropped() {
-        let mut d = Demux::new();
-        d.feed(&mux_frames(9, b"junk"));
-        d.feed(&[0, 0, 0, 0, 0, 0, 0, 0]); // conn 0 (reserved), empty
-        d.feed(&mux_frames(PLUGIN_CONN, &ttrpc_message(1, TYPE_REQUEST, FLAG_REMOTE_CLOSED, b"ok")));
-        assert_eq!(
-            all(&mut d),
-            [
-                Incoming::UnknownConn { conn: 9, length: 4 },
-                Incoming::UnknownConn { conn: 0, length: 0 },
-                msg(1, 1, b"ok")
-            ]
-        );
-    }
-
-    #[test]
-    fn send_refuses_an_oversize_message() {
-        let mut c = Conn::new(io::Cursor::new(Vec::new()));
-        assert!(matches!(
-            c.send(1, 1, TYPE_RESPONSE, 0, &vec![0; MAX_TTRPC_MESSAGE + 1]),
-            Err(WireError::SendOversize(_))
-        ));
-    }
-}
+#[path = "wire_tests.rs"]
+mod tests;
