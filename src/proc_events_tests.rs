@@ -35,8 +35,8 @@ fn parsed(d: &[u8]) -> Vec<Parsed> {
 #[test]
 fn fork_exec_and_ack_are_read_at_their_offsets() {
     assert_eq!(
-        parsed(&message(PROC_EVENT_FORK, &[10, 10, 11, 10])),
-        [Parsed::Event(Event::Fork { pid: 11, tgid: 10, at_ns: 12345 })]
+        parsed(&message(PROC_EVENT_FORK, &[9, 8, 11, 10])),
+        [Parsed::Event(Event::Fork { parent: 8, pid: 11, tgid: 10, at_ns: 12345 })]
     );
     assert_eq!(parsed(&message(PROC_EVENT_EXEC, &[7, 7])), [Parsed::Event(Event::Exec { tgid: 7, at_ns: 12345 })]);
     assert_eq!(parsed(&message(PROC_EVENT_NONE, &[1])), [Parsed::Ack(1)]);

@@ -35,7 +35,7 @@ fn an_exec_d_process_of_a_member_cgroup_gets_the_group_cookie_and_a_window() {
     w.fp.spawn(300, 3000, 0, "/pod1/a1/sub").unwrap(); // a descendant cgroup
     let mut f = follower(&w);
     assert_eq!(f.handle(exec(200)), Outcome::Fixed);
-    assert_eq!(f.handle(Event::Fork { pid: 300, tgid: 300, at_ns: monotonic_ns() }), Outcome::Fixed);
+    assert_eq!(f.handle(Event::Fork { parent: 1, pid: 300, tgid: 300, at_ns: monotonic_ns() }), Outcome::Fixed);
     assert_eq!((w.kernel.get(200).unwrap(), w.kernel.get(300).unwrap()), (c, c));
     assert_eq!(f.handle(exec(200)), Outcome::Already, "one GET, nothing else");
     assert_eq!((f.stats.execs, f.stats.forks, f.stats.fixed_event, f.stats.already), (2, 1, 2, 1));
@@ -107,7 +107,7 @@ fn a_thread_created_without_the_cookie_is_fixed_and_lost_events_are_counted() {
     let c = container(&w, "a1", "web", 100, "/pod1/a1");
     w.fp.spawn(200, 2000, 1, "/pod1/a1").unwrap(); // 200 and its thread 201
     let mut f = follower(&w);
-    assert_eq!(f.handle(Event::Fork { pid: 201, tgid: 200, at_ns: monotonic_ns() }), Outcome::Fixed);
+    assert_eq!(f.handle(Event::Fork { parent: 200, pid: 201, tgid: 200, at_ns: monotonic_ns() }), Outcome::Fixed);
     assert_eq!((w.kernel.get(200).unwrap(), w.kernel.get(201).unwrap()), (c, c), "the whole thread group");
     assert_eq!(f.handle(Event::Lost), Outcome::Outside);
     assert_eq!(f.stats.lost, 1);
@@ -222,4 +222,42 @@ fn a_member_whose_init_exited_is_removed_at_the_refresh() {
     let changed = f.refresh(&w.store).unwrap();
     assert!(f.view.gone().is_empty());
     assert!(changed.is_empty(), "{changed:?}");
+}
+
+#[test]
+fn a_storming_parents_forks_are_sampled_while_other_forks_and_execs_are_all_read() {
+    let w = World::new();
+    let c = container(&w, "a1", "web", 100, "/pod1/a1");
+    w.fp.spawn(400, 4000, 0, "/build").unwrap(); // the storming parent
+    let mut f = follower(&w);
+    let fork = |parent: Pid, pid: Pid, at_ns: u64| Event::Fork { parent, pid, tgid: pid, at_ns };
+    let t0 = monotonic_ns();
+    let n = storm::STREAK + 10 * storm::SAMPLE_EVERY;
+    for i in 0..n {
+        let pid = 10_000 + i as Pid;
+        w.fp.spawn(pid, 1, 0, "/build").unwrap();
+        assert_eq!(f.handle(fork(400, pid, t0 + u64::from(i) * 100_000)), Outcome::Outside);
+    }
+    assert_eq!(f.stats.storm_skipped, u64::from(10 * (storm::SAMPLE_EVERY - 1)));
+    // Meanwhile a runtime forks its helper into the member's cgroup, and another process execs
+    // there: both are read and fixed at once.
+    w.fp.spawn(500, 5000, 0, "/pod1/a1").unwrap();
+    w.fp.spawn(600, 6000, 0, "/pod1/a1").unwrap();
+    let t = t0 + u64::from(n) * 100_000;
+    assert_eq!(f.handle(fork(450, 500, t)), Outcome::Fixed);
+    assert_eq!(f.handle(exec(600)), Outcome::Fixed);
+    assert_eq!((w.kernel.get(500).unwrap(), w.kernel.get(600).unwrap()), (c, c));
+    // A sampled child of the storm found inside a member's cgroup ends the sampling.
+    let mut read_inside = false;
+    for i in 0..storm::SAMPLE_EVERY {
+        let pid = 20_000 + i as Pid;
+        w.fp.spawn(pid, 1, 0, "/pod1/a1").unwrap();
+        read_inside |= f.handle(fork(400, pid, t + u64::from(i + 1) * 100_000)) == Outcome::Fixed;
+    }
+    assert!(read_inside, "the sample read a child inside the member's cgroup");
+    let skipped = f.stats.storm_skipped;
+    w.fp.spawn(30_000, 1, 0, "/pod1/a1").unwrap();
+    let later = t + u64::from(storm::SAMPLE_EVERY + 1) * 100_000;
+    assert_eq!(f.handle(fork(400, 30_000, later)), Outcome::Fixed, "every child is read again");
+    assert_eq!(f.stats.storm_skipped, skipped);
 }

@@ -24,6 +24,7 @@
 pub mod pace;
 mod refresh;
 pub mod stats;
+pub mod storm;
 pub mod view;
 
 use std::collections::BTreeSet;
@@ -80,6 +81,8 @@ pub struct Follower<'a, K: CoreSched> {
     me: Pid,
     /// `/proc/PID/cgroup`, read for every event without allocating.
     cgroups: CgroupReader,
+    /// Parents forking outside every member cgroup, whose children are sampled.
+    storms: storm::Storms,
     /// Containers whose `cpu.idle` could not be kept, said once each.
     idle_warned: std::collections::BTreeSet<String>,
 }
@@ -95,6 +98,7 @@ impl<'a, K: CoreSched> Follower<'a, K> {
             me: std::process::id() as Pid,
             cgroups: CgroupReader::new(proc),
             idle_warned: Default::default(),
+            storms: storm::Storms::default(),
         }
     }
 
@@ -140,23 +144,30 @@ impl<'a, K: CoreSched> Follower<'a, K> {
         Ok(changed)
     }
 
-    /// Handles one event; `now_ns` is read after the fix for the window.
+    /// Handles one event; `now_ns` is read after the fix for the window. A fork of a parent
+    /// storming outside every member cgroup is read only as a sample ([`storm`]).
     pub fn handle(&mut self, ev: Event) -> Outcome {
-        let (task, tgid, at_ns, kind) = match ev {
-            Event::Fork { pid, tgid, at_ns } => {
+        let outcome = match ev {
+            Event::Fork { parent, pid, tgid, at_ns } => {
                 self.stats.forks += 1;
-                (pid, tgid, at_ns, "fork")
+                if !self.storms.must_read(parent, at_ns) {
+                    self.stats.storm_skipped += 1;
+                    return Outcome::Outside;
+                }
+                let outcome = self.fix(pid, tgid, at_ns, "fork");
+                let inside = matches!(outcome, Outcome::Already | Outcome::Fixed | Outcome::Failed);
+                self.storms.read(parent, at_ns, !inside);
+                outcome
             }
             Event::Exec { tgid, at_ns } => {
                 self.stats.execs += 1;
-                (tgid, tgid, at_ns, "exec")
+                self.fix(tgid, tgid, at_ns, "exec")
             }
             Event::Lost => {
                 self.stats.lost += 1;
                 return Outcome::Outside;
             }
         };
-        let outcome = self.fix(task, tgid, at_ns, kind);
         match outcome {
             Outcome::Already => self.stats.already += 1,
             Outcome::Fixed => self.stats.fixed_event += 1,

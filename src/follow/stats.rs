@@ -47,6 +47,8 @@ pub struct Stats {
     pub group_sweeps: u64,
     /// Members removed because their init exited.
     pub members_removed: u64,
+    /// Fork events of a storming parent whose child was not read ([`super::storm`]).
+    pub storm_skipped: u64,
 }
 
 impl Stats {
@@ -107,6 +109,13 @@ impl Stats {
             "Times a sched_idle member's cpu.idle was found reset (by its runtime or systemd) and set to 1 again.",
             &[],
             self.idle_restored,
+        );
+        counter(
+            &mut out,
+            "storm_forks_skipped_total",
+            "Forks of a parent storming outside every member cgroup whose child was not read (one in 16 is).",
+            &[],
+            self.storm_skipped,
         );
         counter(
             &mut out,
