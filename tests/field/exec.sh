@@ -112,8 +112,8 @@ windows() {
     off=$(stat -c %s "$HLOG" 2>/dev/null || echo 0)
     execs "$e" "$n" "$PROBE" >"$f.raw"
     awk '{ print $1 }' "$f.raw" >"$f.wall"
-    sed -n 's/.* window_ns=\([0-9][0-9]*\) cookie=.*/\1/p' "$f.raw" | awk '{ print int($1 / 1000) }' >"$f.window"
-    good=$(grep -c " 0 window_ns=[0-9][0-9]* cookie=${WANT[$e]}\$" "$f.raw")
+    sed -n 's/.* window_ns=\([0-9][0-9]*\) first=[01] cookie=.*/\1/p' "$f.raw" | awk '{ print int($1 / 1000) }' >"$f.window"
+    good=$(grep -c " 0 window_ns=[0-9][0-9]* first=[01] cookie=${WANT[$e]}\$" "$f.raw")
     note "window $e: $(pct "$f.window") (probes: $n, with the group's cookie: $good, timeouts: $(grep -c 'window_ns=timeout' "$f.raw"))"
     note "exec wall time $e (probe included): $(pct "$f.wall")"
     tail -c +"$((off + 1))" "$HLOG" 2>/dev/null | grep "follow: gave pid .* of container ${CID[$e]} " |
@@ -121,7 +121,7 @@ windows() {
     note "follower's own 'after N us' for $e (from the kernel's event, the process's fork or exec, to the GET that showed its cookie): $(pct "$f.follower")"
     check "$e: all $n probes got the container's group cookie ${WANT[$e]} (no timeout, no other cookie)" \
         test "$good" = "$n" -a "$(wc -l <"$f.raw")" = "$n"
-    grep -v " 0 window_ns=[0-9][0-9]* cookie=${WANT[$e]}\$" "$f.raw" | head -n 5 | sed 's/^/#   /'
+    grep -v " 0 window_ns=[0-9][0-9]* first=[01] cookie=${WANT[$e]}\$" "$f.raw" | head -n 5 | sed 's/^/#   /'
 }
 
 FOLLOW=()
@@ -144,7 +144,7 @@ flog() { journalctl -b --no-pager -o cat -u "$REC" | tail -n 5; }
 until_probe_ok() {
     local t0=$SECONDS
     while ((SECONDS - t0 < $1)); do
-        [[ $(engine_exec runc "$PROBE") =~ \ 0\ window_ns=[0-9]+\ cookie=${WANT[runc]}$ ]] && return 0
+        [[ $(engine_exec runc "$PROBE") =~ \ 0\ window_ns=[0-9]+\ first=[01]\ cookie=${WANT[runc]}$ ]] && return 0
         kill -0 "$FPID" 2>/dev/null || return 1
     done
     return 1
@@ -209,7 +209,7 @@ for e in "${ENGINES[@]}"; do
     fi
     line=$(execs "$e" 1 "$PROBE")
     note "probe under $e without a follower: $line"
-    check "$e: without a follower the probe times out at cookie 0x0" test "${line#* }" = "1 window_ns=timeout cookie=0x0"
+    check "$e: without a follower the probe times out at cookie 0x0" test "${line#* }" = "1 window_ns=timeout first=0 cookie=0x0"
 done
 
 # --- the follower: the installed unit ------------------------------------------------------------
@@ -288,7 +288,7 @@ if ((${#FOLLOW[@]})); then
     line=$(execs cri 1 "$PROBE")
     note "ExecSync after containerd's restart: $line"
     check "containerd restarted: an ExecSync probe gets the pod's cookie" \
-        test "${line#* }" = "0 window_ns=$(sed -n 's/.* window_ns=\([0-9]*\) .*/\1/p' <<<"$line") cookie=${WANT[cri]}"
+        test "${line#* }" = "0 window_ns=$(sed -n 's/.* window_ns=\([0-9]* first=[01]\) .*/\1/p' <<<"$line") cookie=${WANT[cri]}"
 
     # systemctl stop (SIGTERM): exit status 0, the counters written.
     cp "$PROM" "$W/follow.prom.before-term" 2>/dev/null
@@ -311,7 +311,7 @@ if ((${#FOLLOW[@]})); then
     line=
     while ((SECONDS - t0 < 30)); do
         line=$(engine_exec runc "$PROBE")
-        [[ $line =~ \ 0\ window_ns=[0-9]+\ cookie=${WANT[runc]}$ ]] && break
+        [[ $line =~ \ 0\ window_ns=[0-9]+\ first=[01]\ cookie=${WANT[runc]}$ ]] && break
     done
     note "runc exec probe with the follower in a container: $line"
     check "DaemonSet-like follower (--pid=host --network=host --cgroupns=private, SYS_PTRACE+NET_ADMIN, read-only): a runc exec probe gets the cookie" \
