@@ -9,11 +9,13 @@ use anyhow::Context;
 use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
+use crate::engine::RelayOn;
 use crate::exit_codes::ExitCode;
 use crate::hook::{self, Done};
 use crate::kernel::CookieHex;
 use crate::logging;
 use crate::policy::Action;
+use crate::shim;
 use crate::state::{self, State};
 use crate::statedir_choice::{self, ThisProcess};
 use crate::system::{Surroundings, System};
@@ -190,7 +192,9 @@ fn run_hook(
         }
     };
     let sys = System::new(Surroundings::of_this_process(state_dir));
-    let result = hook::run(&decision, config, &sys);
+    // The runtime that runs the hook is its parent: its own parent may be the pod's shim.
+    let runtime = std::os::unix::process::parent_id() as crate::procfs::Pid;
+    let result = hook::run_with(&decision, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(runtime));
     crate::timing::mark("cache close + unlock");
     match result {
         Ok(done) => {

@@ -7,7 +7,8 @@ use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
 use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CoreSched, KernelError};
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
-use crate::procfs::Pid;
+use crate::procfs::{Pid, TaskId};
+use crate::shim;
 use crate::state::State;
 use crate::statedir::{DirError, StateDir};
 use crate::store::{Member, Store, StoreError};
@@ -69,6 +70,15 @@ pub enum HookError {
     /// `cpu.idle`.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    /// The pod's shim ([`crate::shim`]).
+    #[error("failed to give the shim of container {id}'s pod its group's cookie")]
+    Shim {
+        /// Container id.
+        id: String,
+        /// The cause.
+        #[source]
+        source: EngineError,
+    },
 }
 
 impl HookError {
@@ -83,6 +93,7 @@ impl HookError {
             HookError::Store(_) => "cache",
             HookError::Engine { source, .. } => source.reason(),
             HookError::Cgroup(_) => "cgroup",
+            HookError::Shim { .. } => "shim",
         }
     }
 
@@ -125,7 +136,7 @@ pub enum Done {
     /// The init has its group's cookie.
     Ensured(EnsureOutcome),
     /// The init has its group's cookie and is recorded as a member, but a step after that failed
-    /// (`cpu.idle`). The record stays (the next member shares the cookie); the failure is counted
+    /// (the pod's shim, `cpu.idle`). The record stays (the next member shares the cookie); the failure is counted
     /// under its own reason, and fails the hook only with `fail_closed`.
     EnsuredThenFailed {
         /// What the ensure did.
@@ -141,19 +152,21 @@ pub enum Done {
     StopRecorded,
 }
 
-/// Runs the hook for a decision, as the hook process does: a share is relayed by the calling
-/// thread, which keeps that cookie ([`RelayOn::CallingThread`]).
+/// Runs the hook for a decision as the hook process does, but with no pod shim to look for: a
+/// share is relayed by the calling thread, which keeps that cookie ([`RelayOn::CallingThread`]).
 pub fn run<K: CoreSched>(decision: &Decision, config: &Config, sys: &System<K>) -> Result<Done, HookError> {
-    run_relaying_on(decision, config, sys, RelayOn::CallingThread)
+    run_with(decision, config, sys, RelayOn::CallingThread, shim::Proof::None)
 }
 
-/// [`run`] with the relay thread chosen: a long-running command passes
-/// [`RelayOn::FreshThread`], so its own threads keep cookie 0.
-pub fn run_relaying_on<K: CoreSched>(
+/// [`run`] with the relay thread chosen (a long-running command passes
+/// [`RelayOn::FreshThread`], so its own threads keep cookie 0) and where the pod's shim is
+/// looked for ([`shim::Proof`]; the hook process passes its parent, the runtime).
+pub fn run_with<K: CoreSched>(
     decision: &Decision,
     config: &Config,
     sys: &System<K>,
     on: RelayOn,
+    shim_proof: shim::Proof,
 ) -> Result<Done, HookError> {
     if let Some(problem) = &decision.invalid {
         let err = HookError::InvalidAnnotation { id: decision.container_id.clone(), problem: problem.clone() };
@@ -203,8 +216,28 @@ pub fn run_relaying_on<K: CoreSched>(
             crate::timing::mark("log + kernel probe");
             let dir = StateDir::open(&sys.state_dir)?;
             let id = decision.container_id.as_str();
+            let pod_shim = pod_shim(decision, sys, shim_proof);
             if decision.action == Action::Clear {
-                let clear = |e: &Engine<'_, K>, _: &Store| e.clear(id, pid).map_err(|s| engine_err(id, s));
+                let clear = |e: &Engine<'_, K>, store: &Store| {
+                    let removed = e.clear(id, pid).map_err(|s| engine_err(id, s))?;
+                    // A shim left with a cookie only starts this container's exec'd processes
+                    // under the pod's group (never wider): a failure is logged and counted.
+                    if let Some((shim, sandbox)) = &pod_shim {
+                        match shim::clear(e, store, &sys.proc, *shim, sandbox) {
+                            Ok(w) if w.changed => log::info!(
+                                "container {id} runs without a cookie: its pod's shim (pid {}, sandbox {sandbox}) \
+                                 is back at cookie 0, for the rest of its life",
+                                shim.pid
+                            ),
+                            Ok(_) => {}
+                            Err(source) => {
+                                let e = counted(store, HookError::Shim { id: id.to_string(), source });
+                                log::warn!("{}", crate::error::Chain(&e));
+                            }
+                        }
+                    }
+                    Ok(removed)
+                };
                 return with_store(&dir, config, None, clear, |_| {}, sys, on).map(Done::Cleared);
             }
             let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
@@ -223,8 +256,30 @@ pub fn run_relaying_on<K: CoreSched>(
                 Some(&group),
                 |e, store| {
                     let out = e.ensure(&req).map_err(|s| engine_err(id, s))?;
+                    // The container's cookie is set and recorded: a failure to wire its pod's
+                    // shim leaves exec'd processes to the follower, and is reported on its own.
+                    let shim_failed = pod_shim.as_ref().and_then(|(shim, sandbox)| {
+                        let wired = shim::wire(e, store, &sys.proc, *shim, sandbox, &group);
+                        match wired {
+                            Ok(w) if w.changed => {
+                                log::info!(
+                                    "container {id}: its pod's shim (pid {}, sandbox {sandbox}) holds group {}'s \
+                                     cookie {}: the processes it spawns start under it",
+                                    shim.pid,
+                                    w.group,
+                                    crate::kernel::CookieHex(w.cookie)
+                                );
+                                None
+                            }
+                            Ok(_) => None,
+                            Err(source) => Some(counted(store, HookError::Shim { id: id.to_string(), source })),
+                        }
+                    });
                     if !sched_idle {
-                        return Ok(Done::Ensured(out));
+                        return Ok(match shim_failed {
+                            None => Done::Ensured(out),
+                            Some(error) => Done::EnsuredThenFailed { outcome: out, error },
+                        });
                     }
                     // The cookie is set and its record written: from here on nothing may undo the
                     // record (the transaction commits), or the next member would find no one and
@@ -235,22 +290,17 @@ pub fn run_relaying_on<K: CoreSched>(
                         .as_deref()
                         .ok_or(CgroupError::NoCgroup(pid))
                         .and_then(|cg| cgroup::set_idle(&sys.cgroup_root, cg));
-                    match idle {
+                    let idle_failed = match idle {
                         Ok(file) => {
                             log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
-                            Ok(Done::Ensured(out))
+                            None
                         }
-                        Err(e) => {
-                            let error = HookError::Cgroup(e);
-                            if let Err(e) = store.count_failure(error.reason()) {
-                                log::warn!(
-                                    "failed to count the cpu.idle failure of container {id}: {}",
-                                    crate::error::Chain(&e)
-                                );
-                            }
-                            Ok(Done::EnsuredThenFailed { outcome: out, error })
-                        }
-                    }
+                        Err(e) => Some(counted(store, HookError::Cgroup(e))),
+                    };
+                    Ok(match shim_failed.or(idle_failed) {
+                        None => Done::Ensured(out),
+                        Some(error) => Done::EnsuredThenFailed { outcome: out, error },
+                    })
                 },
                 // Committed, still under the lock: the receipt a later stage checks instead of
                 // opening the cache (not for sched_idle, whose cpu.idle is written again each time).
@@ -266,6 +316,28 @@ pub fn run_relaying_on<K: CoreSched>(
             )
         }
     }
+}
+
+/// The pod's shim to wire with the container's group, and its sandbox: for an app container of a
+/// pod (not the sandbox itself) whose shim `proof` finds. A `/proc` read that fails leaves the
+/// shim alone (the follower covers exec'd processes).
+fn pod_shim<K: CoreSched>(decision: &Decision, sys: &System<K>, proof: shim::Proof) -> Option<(TaskId, String)> {
+    let sandbox = decision.sandbox.id.clone().filter(|_| !decision.sandbox.is_sandbox)?;
+    match shim::find(&sys.proc, proof) {
+        Ok(found) => found.map(|t| (t, sandbox)),
+        Err(e) => {
+            log::debug!("container {}: failed to look for its pod's shim: {e}", decision.container_id);
+            None
+        }
+    }
+}
+
+/// Counts a failure that comes after the cookie was set and recorded (best effort), and returns it.
+fn counted(store: &Store, error: HookError) -> HookError {
+    if let Err(e) = store.count_failure(error.reason()) {
+        log::warn!("failed to count a failure ({}): {}", error.reason(), crate::error::Chain(&e));
+    }
+    error
 }
 
 /// The receipt path ([`crate::receipt`]): the container's ensure into its group is done and

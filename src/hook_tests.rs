@@ -259,3 +259,118 @@ fn cpu_idle_goes_to_the_containers_scope_and_is_recorded() {
     assert_eq!(m.labels.idle_cgroup.as_deref(), Some(scope));
     assert_eq!(m.labels.cgroup.as_deref(), Some(init_cg.as_str()));
 }
+
+/// A containerd pod: the runtime (pid 600, `runc`) runs under the pod's shim (pid 500).
+fn in_a_pod() -> Env {
+    let e = env();
+    e.fp.spawn(500, 50, 0, "/system.slice/containerd.service").unwrap();
+    e.fp.set_lineage(500, "containerd-shim", 1).unwrap();
+    e.fp.spawn(600, 60, 0, "/system.slice/containerd.service").unwrap();
+    e.fp.set_lineage(600, "runc", 500).unwrap();
+    e
+}
+
+impl Env {
+    /// The hook as runc runs it under the pod's shim.
+    fn run_under_shim(&self, json: &str, config: &Config) -> Result<Done, HookError> {
+        let state = parse_state(json.as_bytes()).unwrap();
+        let d = decide(&state, None, config).unwrap();
+        let sys = System {
+            kernel: &self.kernel,
+            proc: self.fp.procfs(),
+            cgroup_root: self.dir.path().join("cg"),
+            state_dir: self.dir.path().join("state"),
+        };
+        run_with(&d, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(600))
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.dir.path().join("state/cache.db")).unwrap()
+    }
+}
+
+fn pod_state(id: &str, pid: i64, extra: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","status":"creating","pid":{pid},"annotations":{{"io.kubernetes.cri.sandbox-id":"sb1",
+        "io.kubernetes.cri.sandbox-namespace":"tenant-a","io.kubernetes.cri.container-type":"container"{extra}}}}}"#
+    )
+}
+
+#[test]
+fn an_app_container_gives_its_pods_shim_its_groups_cookie() {
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    let done = e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    let Done::Ensured(out) = done else { panic!("{done:?}") };
+    assert_eq!(e.kernel.get(500).unwrap(), out.cookie, "the shim holds the pod group's cookie");
+    let row = e.store().member("shim:sb1").unwrap().expect("the shim is a member");
+    assert_eq!(row.group, "tenant-a/pod:sb1");
+    // Without the proof (podman, plain runc) the same container leaves the shim alone.
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.run(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    assert_eq!(e.kernel.get(500).unwrap(), 0);
+}
+
+#[test]
+fn the_sandbox_and_a_container_outside_a_pod_leave_the_shim_alone() {
+    let cases = [
+        (
+            "sandbox",
+            pod_state("sb1", 4242, "").replace(r#""container-type":"container""#, r#""container-type":"sandbox""#),
+        ),
+        ("sandbox by id", pod_state("sb1", 4242, "").replace(r#","io.kubernetes.cri.container-type":"container""#, "")),
+        ("no pod", r#"{"id":"c1","status":"creating","pid":4242,"annotations":{}}"#.to_string()),
+    ];
+    for (what, json) in cases {
+        let e = in_a_pod();
+        e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+        e.run_under_shim(&json, &Config::default()).unwrap();
+        assert_eq!(e.kernel.get(500).unwrap(), 0, "{what}: the shim keeps cookie 0");
+        assert!(e.store().member("shim:sb1").unwrap().is_none(), "{what}");
+    }
+}
+
+#[test]
+fn a_shim_that_cannot_be_wired_fails_after_the_containers_cookie_and_is_counted() {
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.kernel.deny(500);
+    let done = e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    let Done::EnsuredThenFailed { outcome, error } = done else { panic!("{done:?}") };
+    assert_eq!(error.reason(), "shim");
+    let text = crate::error::Chain(&error).to_string();
+    assert!(text.contains("failed to give the shim of container c1's pod its group's cookie"), "{text}");
+    assert!(text.contains("permission denied for process 500"), "{text}");
+    assert_eq!(e.kernel.get(4242).unwrap(), outcome.cookie, "the container keeps its cookie");
+    let store = e.store();
+    assert!(store.member("c1").unwrap().is_some(), "and its row");
+    assert_eq!(store.failures().unwrap(), vec![("shim".to_string(), 1)]);
+    assert!(!e.dir.path().join("state/done/c1").exists(), "no receipt: the next stage tries again");
+}
+
+#[test]
+fn a_cleared_container_takes_its_pods_shim_back_to_cookie_0() {
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.fp.spawn(4343, 2, 0, "/pods/c2").unwrap();
+    e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    assert_ne!(e.kernel.get(500).unwrap(), 0);
+    let none = pod_state("c2", 4343, r#","oci-coresched-hook/policy":"none""#);
+    let done = e.run_under_shim(&none, &Config::default()).unwrap();
+    assert!(matches!(done, Done::Cleared(_)), "{done:?}");
+    assert_eq!(e.kernel.get(500).unwrap(), 0, "c2's exec'd processes start at 0");
+    assert_ne!(e.kernel.get(4242).unwrap(), 0, "c1 keeps its group's cookie");
+    let row = e.store().member("shim:sb1").unwrap().unwrap();
+    assert_eq!((row.group.as_str(), row.cookie), ("shim:sb1:cleared", 0));
+    // A failure to clear the shim is counted, and the container is still cleared.
+    let e = in_a_pod();
+    e.fp.spawn(4242, 1, 0, "/pods/c1").unwrap();
+    e.fp.spawn(4343, 2, 0, "/pods/c2").unwrap();
+    e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
+    e.kernel.deny(500);
+    e.kernel.force(4343, 7);
+    assert!(matches!(e.run_under_shim(&none, &Config::default()).unwrap(), Done::Cleared(_)));
+    assert_eq!(e.kernel.get(4343).unwrap(), 0);
+    assert_eq!(e.store().failures().unwrap(), vec![("shim".to_string(), 1)]);
+}

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::config::Config;
 use crate::policy::{
     self, ANN_GROUP, ANN_POLICY, BadContainerId, CONTAINER_NAME, Decision, KOORD_GROUP, KOORD_POLICY, KOORD_QOS,
-    Lifecycle, POD_NAME, POD_NAMESPACE, POD_UID, PodLabels, SANDBOX_ID,
+    Lifecycle, POD_NAME, POD_NAMESPACE, POD_UID, PodLabels, SANDBOX_ID, SandboxRef,
 };
 use crate::runtime_state::RuntimeContainer;
 use crate::state::State;
@@ -170,6 +170,7 @@ impl ContainerInput {
         let mut decision = policy::decide(&input, config)?;
         decision.pod = PodLabels::from_annotations(&self.annotations);
         decision.cgroups_path = self.cgroups_path.clone();
+        decision.sandbox = SandboxRef::from_annotations(&self.id, &self.annotations);
         Ok(decision)
     }
 }

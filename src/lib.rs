@@ -26,6 +26,7 @@ pub mod procfs;
 pub mod receipt;
 pub mod reload;
 pub mod runtime_state;
+pub mod shim;
 pub mod signals;
 pub mod state;
 pub mod statedir;

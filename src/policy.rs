@@ -31,6 +31,9 @@ pub const POD_NAMESPACE: [&str; 2] = ["io.kubernetes.pod.namespace", "io.kuberne
 pub const POD_NAME: [&str; 2] = ["io.kubernetes.pod.name", "io.kubernetes.cri.sandbox-name"];
 /// Container name within its pod, CRI-O / kubelet then containerd (a metrics label only).
 pub const CONTAINER_NAME: [&str; 2] = ["io.kubernetes.container.name", "io.kubernetes.cri.container-name"];
+/// The container's role in its pod, containerd's key then CRI-O's: `sandbox` marks the pod's
+/// sandbox (pause) container.
+pub const CONTAINER_TYPE: [&str; 2] = ["io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"];
 /// Longest pod label value kept (a Kubernetes name is at most 253 characters).
 pub const MAX_POD_LABEL_LEN: usize = 253;
 /// Suffix of a QoS class's expeller group (Koordinator's).
@@ -129,6 +132,30 @@ pub struct Decision {
     /// ([`crate::cgroup::idle_target`]). Filled like `pod`, not printed by `explain`.
     #[serde(skip)]
     pub cgroups_path: Option<String>,
+    /// The container's pod sandbox, for the pod's shim ([`crate::shim`]). Filled like `pod`, not
+    /// printed by `explain`.
+    #[serde(skip)]
+    pub sandbox: SandboxRef,
+}
+
+/// A container's pod sandbox as its annotations name it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxRef {
+    /// The sandbox id ([`SANDBOX_ID`]), when it is a valid id.
+    pub id: Option<String>,
+    /// True for the sandbox (pause) container itself: its id is the sandbox id, or its
+    /// [`CONTAINER_TYPE`] is `sandbox`.
+    pub is_sandbox: bool,
+}
+
+impl SandboxRef {
+    /// Reads the sandbox of container `container_id` from its annotations.
+    pub fn from_annotations(container_id: &str, ann: &BTreeMap<String, String>) -> Self {
+        let id = first_set(ann, &SANDBOX_ID).map(|(_, v)| v).filter(|v| id_chars_ok(v, MAX_ID_LEN)).map(str::to_string);
+        let typed = CONTAINER_TYPE.iter().any(|k| ann.get(*k).is_some_and(|v| v == "sandbox"));
+        let is_sandbox = typed || id.as_deref() == Some(container_id);
+        Self { id, is_sandbox }
+    }
 }
 
 /// The Kubernetes names of a container, from its annotations. Informational (metrics labels):
@@ -314,6 +341,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         invalid: None,
         pod: PodLabels::default(),
         cgroups_path: None,
+        sandbox: SandboxRef::default(),
     };
     let mut problems: Vec<String> = Vec::new();
 

@@ -18,6 +18,17 @@ pub struct TaskId {
     pub start_time: u64,
 }
 
+/// A process, its parent and its command name (`/proc/PID/stat` fields 2, 4 and 22).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    /// The process's identity.
+    pub id: TaskId,
+    /// Its parent's pid (0 for the first process of a pid namespace).
+    pub ppid: Pid,
+    /// Its command name (`comm`: at most 15 bytes, set by the kernel from the executable's name).
+    pub comm: String,
+}
+
 /// A `/proc` tree.
 #[derive(Debug, Clone)]
 pub struct ProcFs {
@@ -97,6 +108,21 @@ impl ProcFs {
             return Ok(None);
         }
         Ok(self.stat_field(pid, 22)?.map(|start_time| TaskId { pid, start_time }))
+    }
+
+    /// The identity, parent and command name of `pid`, or `None` when no such process exists.
+    pub fn lineage(&self, pid: Pid) -> io::Result<Option<Lineage>> {
+        if pid <= 0 {
+            return Ok(None);
+        }
+        let Some(stat) = self.read(pid, "stat")? else { return Ok(None) };
+        let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("malformed /proc/{pid}/stat"));
+        let open = stat.find('(').ok_or_else(bad)?;
+        let close = stat.rfind(')').ok_or_else(bad)?;
+        let comm = stat.get(open + 1..close).ok_or_else(bad)?.to_string();
+        let fields = stat_fields(&stat).ok_or_else(bad)?;
+        let num = |field: usize| fields.get(field - 3).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
+        Ok(Some(Lineage { id: TaskId { pid, start_time: num(22)? }, ppid: num(4)? as Pid, comm }))
     }
 
     /// True when `id.pid` is alive and is still the same task (start time matches).

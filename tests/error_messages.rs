@@ -185,6 +185,7 @@ fn hook_errors() -> Vec<HookError> {
     all.extend(store_errors().into_iter().map(HookError::Store));
     all.extend(engine_errors().into_iter().map(|source| HookError::Engine { id: "c1".into(), source }));
     all.extend(cgroup_errors().into_iter().map(HookError::Cgroup));
+    all.push(HookError::Shim { id: "c1".into(), source: EngineError::TargetGone(500) });
     for e in &all {
         match e {
             HookError::UnknownStatus(_)
@@ -194,7 +195,8 @@ fn hook_errors() -> Vec<HookError> {
             | HookError::Dir(_)
             | HookError::Store(_)
             | HookError::Engine { .. }
-            | HookError::Cgroup(_) => {}
+            | HookError::Cgroup(_)
+            | HookError::Shim { .. } => {}
         }
     }
     all

@@ -346,6 +346,18 @@ impl FakeProc {
         Ok(())
     }
 
+    /// Gives process `pid` (spawned with [`FakeProc::spawn`]) the command name `comm` and the
+    /// parent `ppid` in its `stat`.
+    pub fn set_lineage(&self, pid: Pid, comm: &str, ppid: Pid) -> std::io::Result<()> {
+        let file = self.root.join(pid.to_string()).join("stat");
+        let stat = std::fs::read_to_string(&file)?;
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let mut fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+        let ppid = ppid.to_string();
+        fields[1] = &ppid;
+        std::fs::write(&file, format!("{pid} ({comm}) {}", fields.join(" ")))
+    }
+
     /// Removes process `pid` and its threads numbered `pid+1..=pid+threads`.
     pub fn kill(&self, pid: Pid, threads: u32) -> std::io::Result<()> {
         for tid in std::iter::once(pid).chain((1..=threads).map(|i| pid + i as Pid)) {

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::input::{ContainerMeta, PodMeta};
+use crate::policy::CONTAINER_TYPE;
 
 use super::messages::{Container, ContainerAdjustment, Hook, Hooks, PodSandbox};
 
@@ -24,9 +25,6 @@ pub const HOOK_TIMEOUT_SECS: i64 = 10;
 
 /// The stages the hook is injected at, as `--stage` values.
 pub const STAGES: [&str; 3] = ["createRuntime", "poststart", "poststop"];
-
-/// Annotations that mark a pod's sandbox container: containerd's, CRI-O's.
-const CONTAINER_TYPE: [&str; 2] = ["io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"];
 
 /// Whether this is the pod's sandbox (pause) container rather than an app container.
 pub fn is_sandbox(pod: &PodSandbox, container: &Container) -> bool {

@@ -23,6 +23,7 @@ use crate::hook::{self, Done};
 use crate::input::ContainerInput;
 use crate::kernel::CoreSched;
 use crate::policy::Action;
+use crate::shim;
 use crate::system::System;
 
 use super::adjust;
@@ -53,13 +54,25 @@ pub fn init_pid(container: &Container, task_root: &Path) -> Option<i64> {
     if container.pid > 1 {
         return Some(i64::from(container.pid));
     }
+    let pid = task_init_pid(&container.id, task_root)?;
+    log::debug!("catch-up: container {}: NRI gave no pid; containerd's init.pid says {pid}", container.id);
+    Some(pid)
+}
+
+/// The pid in containerd's `init.pid` of task `id` under `task_root` (any of its namespaces).
+fn task_init_pid(id: &str, task_root: &Path) -> Option<i64> {
     CONTAINERD_NAMESPACES.iter().find_map(|ns| {
-        let file: PathBuf = task_root.join(ns).join(&container.id).join("init.pid");
+        let file: PathBuf = task_root.join(ns).join(id).join("init.pid");
         let text = std::fs::read_to_string(&file).ok()?;
-        let pid = text.trim().parse::<i64>().ok().filter(|p| *p > 1 && *p <= i64::from(i32::MAX))?;
-        log::debug!("catch-up: container {}: NRI gave no pid; {} says {pid}", container.id, file.display());
-        Some(pid)
+        text.trim().parse::<i64>().ok().filter(|p| *p > 1 && *p <= i64::from(i32::MAX))
     })
+}
+
+/// Where the pod's shim is proven: the parent of the pod's sandbox process (containerd's
+/// `init.pid` of the sandbox), else the parent of the container's init, which the shim reaps.
+fn shim_proof(pod: &PodSandbox, init: i64, task_root: &Path) -> shim::Proof {
+    let child = Some(pod.id.as_str()).filter(|id| !id.is_empty()).and_then(|id| task_init_pid(id, task_root));
+    shim::Proof::ChildOf(child.unwrap_or(init) as crate::procfs::Pid)
 }
 
 /// The decision input of a running container (see the module header).
@@ -112,7 +125,8 @@ pub fn catch_up<K: CoreSched>(
         }
         let group = decision.group.as_deref().unwrap_or("-");
         // A long-running process: its threads keep cookie 0, so each share gets a fresh thread.
-        match hook::run_relaying_on(&decision, config, sys, RelayOn::FreshThread) {
+        let proof = shim_proof(pod, pid, task_root);
+        match hook::run_with(&decision, config, sys, RelayOn::FreshThread, proof) {
             Ok(Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. })
                 if matches!(o.via, crate::engine::Via::AlreadySet) =>
             {

@@ -198,12 +198,32 @@ def coresched(pid):
     return cookie
 
 
-def cached():
-    """Container id -> group, from the hook's `list --json`."""
+def shim_of(pid):
+    """The pod's shim: the parent of a container's init, which must be a containerd-shim."""
+    with open(f"/proc/{pid}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{ppid}/comm") as f:
+        comm = f.read().strip()
+    if not comm.startswith("containerd-shim"):
+        raise RuntimeError(f"the parent of pid {pid} is {ppid} ({comm}), not a containerd shim")
+    return ppid
+
+
+def shim_rows():
+    """The rows of the pods' shims in the hook's `list --json`: id -> (group, live)."""
     r = run([HOOK, "list", "--json"])
     if r.returncode != 0:
         raise RuntimeError(f"list --json: exit {r.returncode}: {r.stderr}")
-    return {m["id"]: g["group"] for g in json.loads(r.stdout) for m in g["members"]}
+    return {m["id"]: (g["group"], m.get("live")) for g in json.loads(r.stdout) for m in g["members"] if m["id"].startswith("shim:")}
+
+
+def cached():
+    """Container id -> group, from the hook's `list --json` (containers only: not the rows of the
+    pods' shims, `shim:<sandbox id>`, which stay until `gc` once their shim exits)."""
+    r = run([HOOK, "list", "--json"])
+    if r.returncode != 0:
+        raise RuntimeError(f"list --json: exit {r.returncode}: {r.stderr}")
+    return {m["id"]: g["group"] for g in json.loads(r.stdout) for m in g["members"] if not m["id"].startswith("shim:")}
 
 
 def wait_for(pred, timeout, step=1.0):
@@ -281,6 +301,23 @@ def scenarios(cri):
     note("cookies (coresched): " + ", ".join(f"{k}={v}" for k, v in c.items()))
     cache = cached()
     note("cached groups: " + ", ".join(f"{k[:12]}={v}" for k, v in sorted(cache.items(), key=lambda kv: kv[1])))
+
+    # The pods' shims (one containerd-shim-runc-v2 per pod spawns its exec'd processes).
+    shim = {p: coresched(shim_of(cri.pid(ctrs[k]))) for p, k in
+            (("be", "be/c2"), ("web1", "web1/web"), ("web2", "web2/web"), ("web3", "web3/web"), ("crun1", "crun1/web"))}
+    note("pod shims' cookies (coresched): " + ", ".join(f"{k}={v}" for k, v in shim.items()))
+    check("a pod whose containers agree: its shim holds their group's cookie (runc)", shim["be"] == c["be/c2"], shim)
+    check("a pod whose containers agree: its shim holds their group's cookie (crun)", shim["crun1"] == c["crun1/web"], shim)
+    check("a pod with a policy-none container: its shim is at cookie 0", shim["web1"] == "0x0", shim)
+    own = [(p, keys) for p, keys in (("web2", ("web2/web", "web2/dflt")), ("web3", ("web3/web", "web3/solo")))]
+    check("a pod whose containers are in two groups: its shim has a cookie of its own",
+          all(shim[p] != "0x0" and shim[p] not in [c[k] for k in keys] and shim[p] not in set(shim.values()) - {shim[p]}
+              for p, keys in own), shim)
+    rows = shim_rows()
+    check("the cache records each pod's shim (shim:<sandbox id>) in the group whose cookie it holds",
+          rows.get(f"shim:{pods['be'][0]}", ("-",))[0] == cache.get(ctrs["be/c2"])
+          and rows.get(f"shim:{pods['web1'][0]}", ("-",))[0] == f"shim:{pods['web1'][0]}:cleared"
+          and rows.get(f"shim:{pods['web2'][0]}", ("-",))[0] == f"shim:{pods['web2'][0]}", rows)
 
     be = c["be/c2"]
     check("BestEffort pod: its container has a cookie", be != "0x0")
@@ -384,6 +421,9 @@ def scenarios(cri):
         cri.call("StopPodSandbox", cri.pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), cri.pb.StopPodSandboxResponse)
         cri.call("RemovePodSandbox", cri.pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), cri.pb.RemovePodSandboxResponse)
     check("every pod stopped and removed: the cache holds no container", wait_for(lambda: not cached(), 60), cached())
+    gc = run([HOOK, "gc"])
+    check("gc drops the rows of the pods' shims, which exited with their pods",
+          gc.returncode == 0 and not shim_rows(), f"{gc.stdout}{gc.stderr}{shim_rows()}")
 
 
 def main():

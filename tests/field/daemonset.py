@@ -167,7 +167,8 @@ def members():
     r = run([HOOK[0], "list", "--json"])
     if r.returncode != 0:
         raise RuntimeError(f"{HOOK[0]} list --json: exit {r.returncode}: {r.stderr}")
-    return {m["id"]: (g["group"], m.get("cgroup")) for g in json.loads(r.stdout) for m in g["members"]}
+    return {m["id"]: (g["group"], m.get("cgroup")) for g in json.loads(r.stdout) for m in g["members"]
+            if not m["id"].startswith("shim:")}
 
 
 HOOK = [""]  # the installed binary (the manifest's HOOK_BIN_DIR), set in main
