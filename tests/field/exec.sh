@@ -139,6 +139,7 @@ engine_exec() {
     crun) out=$(crun exec "$CRUN_ID" "$@" 2>>"$W/$e.stderr") ;;
     podman) out=$("${PO[@]}" exec ex-crun "$@" 2>>"$W/$e.stderr") ;;
     nsenter) out=$(nsenter -t "$CRUN_INIT" -a -c "$@" 2>>"$W/$e.stderr") ;;
+    nsenter-nocg) out=$(nsenter -t "$CRUN_INIT" -a "$@" 2>>"$W/$e.stderr") ;;
     *) out="unknown engine $e" && false ;;
     esac
     rc=$?
@@ -391,6 +392,9 @@ if ((${#FOLLOW[@]})); then
     done
     note "exec windows: $((SECONDS - t_windows)) s for both conditions"
     write_table
+    # nsenter without -c: the process enters the container's namespaces but stays in the caller's
+    # cgroup, which is no member's: the follower leaves it alone (noted, not asserted).
+    note "nsenter -t <crun init> -a without -c (stays in this script's cgroup): $(engine_exec nsenter-nocg "$PROBE")"
 
     # (a) FORKS children forked at once by one exec'd process: each gets the cookie.
     before=$(prom_fresh)
