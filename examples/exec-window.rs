@@ -4,9 +4,15 @@
 //! main, then reads its own cookie (GET on the calling thread, through the library's only prctl
 //! caller) until it is non-zero, and prints one line:
 //!
-//!   window_ns=<n> cookie=0x<hex>        exit 0
-//!   window_ns=timeout cookie=0x0        exit 1 (still no cookie after 2 s)
-//!   window_ns=error error=<reason>      exit 2 (GET failed: e.g. no CONFIG_SCHED_CORE on this host)
+//!   window_ns=<n> first=<0|1> cookie=0x<hex>    exit 0
+//!   window_ns=timeout first=0 cookie=0x0        exit 1 (still no cookie after 2 s)
+//!   window_ns=error error=<reason>              exit 2 (GET failed: e.g. no CONFIG_SCHED_CORE here)
+//!
+//! `first=1`: the very first GET, before anything else of main ran, already returned the cookie:
+//! the process had it at exec (inherited at fork from a parent that had it, e.g. a containerd shim
+//! that holds its pod's cookie), so no instruction of the exec'd program ran without it; its window
+//! is then the cost of that one GET. `first=0`: the cookie came later (the follower gave it), and
+//! the window is how long the program ran without it. Readers compare the cookie with the group's.
 //!
 //! The window is counted from the start of main, so the exec itself and the loader (none: it is
 //! built static like the shipped binary) are not in it.
@@ -26,16 +32,17 @@ use oci_coresched_hook::kernel::{CoreSched, linux::Linux};
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 fn window(t0: Instant) -> ExitCode {
+    let mut first = true;
     loop {
         match Linux.get(0) {
             Ok(0) if t0.elapsed() >= TIMEOUT => {
-                println!("window_ns=timeout cookie=0x0");
+                println!("window_ns=timeout first=0 cookie=0x0");
                 return ExitCode::from(1);
             }
-            Ok(0) => {}
+            Ok(0) => first = false,
             Ok(cookie) => {
                 let ns = t0.elapsed().as_nanos();
-                println!("window_ns={ns} cookie={cookie:#x}");
+                println!("window_ns={ns} first={} cookie={cookie:#x}", u8::from(first));
                 return ExitCode::SUCCESS;
             }
             Err(e) => {

@@ -259,7 +259,7 @@ class Scenarios:
         else:
             code, out, err = kubelet.stream_exec(self.cri, self.ctrs[name], [PROBE])
             out = (out + err).strip()
-        m = re.fullmatch(r"window_ns=(\d+) cookie=(0x[0-9a-f]+)", out)
+        m = re.fullmatch(r"window_ns=(\d+) first=[01] cookie=(0x[0-9a-f]+)", out)
         good = code == 0 and m is not None and m.group(2) == want
         check(f"{how} into tenant pod {name}: the exec'd probe gets the pod's group cookie {want} from the DaemonSet's follower"
               + (f" after {int(m.group(1)) // 1000} us" if m else ""), good, f"exit {code}: {out!r}")

@@ -13,11 +13,16 @@
 # image from the Debian 13 root on the host.
 # --update-fixtures copies the states the engines sent into tests/fixtures/field/ (tests/field/fixtures.py).
 # The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
-# into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers).
+# into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers); the fork
+# storm (examples/fork-storm.rs), built the same way, goes to the guest as in/fork-storm (exec.sh
+# runs it on the node, outside every container).
 # Env passed to the guest: OCH_FIELD_PARTS (default: all parts, in guest.sh's order), OCH_EXEC_N,
-# OCH_EXEC_N_{RUNC,CRUN,PODMAN,CRI}, OCH_EXEC_FORKS, OCH_EXEC_COST_N (tests/field/exec.sh).
+# OCH_EXEC_N_{RUNC,CRUN,PODMAN,NSENTER,CRI,CRI_EXEC}, OCH_EXEC_FORKS, OCH_EXEC_COST_N
+# (tests/field/exec.sh). OCH_FIELD_TIMEOUT: the guest's timeout in seconds (default 2700).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
+# The exec part's table (exec/exec-table.md in the exchange directory) is also copied to
+# target/field/exec-table.md, passing or failing.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
 
@@ -41,15 +46,19 @@ TRIPLE=x86_64-unknown-linux-gnu
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --offline | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 t0=$(date +%s)
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
-    cargo build --quiet --release --locked --target "$TRIPLE" --example exec-window
+    cargo build --quiet --release --locked --target "$TRIPLE" --example exec-window --example fork-storm
 PROBE=$TARGET_DIR/$TRIPLE/release/examples/exec-window
-file "$PROBE" | grep -q 'static-pie linked' || { log "$PROBE is not static-pie: $(file "$PROBE")"; exit 1; }
-log "exec-window probe built in $(($(date +%s) - t0)) s"
+STORM=$TARGET_DIR/$TRIPLE/release/examples/fork-storm
+for b in "$PROBE" "$STORM"; do
+    file "$b" | grep -q 'static-pie linked' || { log "$b is not static-pie: $(file "$b")"; exit 1; }
+done
+log "exec-window probe and fork storm built in $(($(date +%s) - t0)) s"
 
 X=$(mktemp -d "${TMPDIR:-/tmp}/och-field.XXXXXX")
 chmod 755 "$X"
 mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
+cp -- "$STORM" "$X/in/fork-storm"
 python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window"
 # The DaemonSet part's node installer image, as `make package` builds it (the part fails without it).
 if [[ -f target/packaging/oci-coresched-hook-image.tar ]]; then cp -- target/packaging/oci-coresched-hook-image.tar "$X/in/"; fi
@@ -59,10 +68,12 @@ if [[ -n ${CI:-} && -n ${OCH_FIELD_PARTS:-} ]]; then
     log "OCH_FIELD_PARTS=$OCH_FIELD_PARTS is set under CI: the field tier runs all of its parts there"
     exit 1
 fi
+rm -f target/field/exec-table.md # never a stale one: copied from this run's guest below, or missing
 start=$(date +%s)
 rc=0
 genv=()
-for v in OCH_FIELD_PARTS OCH_EXEC_N OCH_EXEC_N_RUNC OCH_EXEC_N_CRUN OCH_EXEC_N_PODMAN OCH_EXEC_N_CRI OCH_EXEC_FORKS OCH_EXEC_COST_N; do
+for v in OCH_FIELD_PARTS OCH_EXEC_N OCH_EXEC_N_RUNC OCH_EXEC_N_CRUN OCH_EXEC_N_PODMAN OCH_EXEC_N_NSENTER OCH_EXEC_N_CRI \
+    OCH_EXEC_N_CRI_EXEC OCH_EXEC_FORKS OCH_EXEC_COST_N; do
     [[ -n ${!v:-} ]] && genv+=(--env "$v=${!v}")
 done
 # The guest runs the scripts of a copy taken now (tests/field/ and packaging/, all the parts read):
@@ -73,6 +84,10 @@ mkdir -p "$S/tests" && cp -a tests/field "$S/tests/" && cp -a packaging "$S/"
 REPO=$PWD
 (cd "$S" && "$REPO/tests/vm/vm.sh" field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" "${genv[@]}" -- tests/field/guest.sh) || rc=$?
 log "guest run: $(($(date +%s) - start)) s, exit status $rc"
+if [[ -f $X/exec/exec-table.md ]]; then
+    mkdir -p target/field && cp -- "$X/exec/exec-table.md" target/field/exec-table.md
+    log "exec window table: target/field/exec-table.md"
+fi
 if ((update)); then
     python3 tests/field/fixtures.py "$X/states" tests/fixtures/field
 fi
