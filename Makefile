@@ -54,7 +54,7 @@ bench-breakdown:
 bench-vm:
 	benches/vm-share.sh
 
-# The exec window (issue 13): 200 probes each of runc exec, crun exec, podman exec, nsenter, CRI
+# The exec window: 200 probes each of runc exec, crun exec, podman exec, nsenter, CRI
 # ExecSync and CRI Exec (streaming) in the field tier's guest (real kernel, TCG), the exec part
 # only, on the quiet node and again under a fork storm; per engine and condition the share of
 # probes that had the group's cookie at their first read and the window of the rest
