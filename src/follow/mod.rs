@@ -329,7 +329,8 @@ pub fn run<K: CoreSched>(
     }
     let mut sig: Option<Signature> = None;
     let mut next_sweep = Instant::now();
-    let mut next_metrics = Instant::now() + METRICS_EVERY;
+    // Written first after the start's sweep, so that the file says at once whether events flow.
+    let mut next_metrics = Instant::now();
     let mut next_idle = Instant::now();
     let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
     let mut events = Vec::with_capacity(256);

@@ -114,7 +114,7 @@ check_units() {
     local rlog
     rlog=$(invocation_log "$REC")
     check "$REC follows the proc connector under its sandbox (its journal; follow.prom events_enabled 1)" \
-        bash -c "grep -q 'following process events (proc connector)' <<<\"\$1\" && grep -q '^oci_coresched_hook_follow_events_enabled 1\$' $PROM" _ "$rlog"
+        bash -c "grep -q 'following process events (proc connector, fork and exec only)' <<<\"\$1\" && grep -q '^oci_coresched_hook_follow_events_enabled 1\$' $PROM" _ "$rlog"
     grep -iE 'warn|error' <<<"$rlog" | head -n 5 | sed 's/^/#   /'
 
     # 2. Two containers of one group: one runs as root, one as uid 1000 (another user's
