@@ -4,7 +4,7 @@
 //! classes whose rule has `sched_idle`.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::procfs::Pid;
 
@@ -58,14 +58,14 @@ pub fn root() -> PathBuf {
 }
 
 /// `cgroup` (a path as `/proc/PID/cgroup` gives it) relative to the mount, without its slashes at
-/// either end: `None` unless it is a plain absolute path (no `.` or `..`, not relative). The root
+/// either end: `None` unless it is a plain absolute path (no `.`, `..` or empty segment). The root
 /// cgroup gives `Some("")`.
 pub fn relative(cgroup: &str) -> Option<&str> {
-    let p = Path::new(cgroup);
-    if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+    let rel = cgroup.strip_prefix('/')?.trim_end_matches('/');
+    if !rel.is_empty() && rel.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
         return None;
     }
-    Some(cgroup.trim_matches('/'))
+    Some(rel)
 }
 
 /// The file for `name` in cgroup `cgroup` (as `/proc/PID/cgroup` gives it) under `root`.

@@ -18,6 +18,7 @@ pub mod hook;
 pub mod input;
 pub mod kernel;
 pub mod logging;
+pub mod membership;
 pub mod nri;
 pub mod ops;
 pub mod policy;

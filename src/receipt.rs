@@ -141,7 +141,7 @@ pub fn holds<K: CoreSched>(
     if cache_identity(&state_dir.join(crate::statedir::DB_FILE)).ok()? != r.cache {
         return None;
     }
-    let same = || proc.task(pid).ok().flatten() == Some(r.init);
+    let same = || crate::membership::liveness(proc, r.init).is_alive();
     if !same() || kernel.get(pid).ok()? != r.cookie || !same() {
         return None;
     }

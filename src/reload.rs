@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::engine::EngineError;
 use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::membership::{self, State};
 use crate::policy::{Action, Decision};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::runtime_state::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
@@ -266,12 +267,10 @@ pub fn reload<K: CoreSched>(
     for group in groups {
         let mut members = Vec::new();
         for m in store.members(&group)? {
-            let id = TaskId { pid: m.pid, start_time: m.start_time };
-            if !proc.is_same(id).map_err(|source| EngineError::Proc { pid: m.pid, source })? {
-                continue;
-            }
-            if let Ok(cookie) = kernel.get(m.pid) {
-                members.push((m.container_id, cookie));
+            match membership::state(proc, kernel, &m) {
+                State::Alive(cookie) => members.push((m.container_id, cookie)),
+                State::Gone(_) | State::CookieUnreadable(_) => {}
+                State::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
             }
         }
         let cookies: BTreeSet<Cookie> = members.iter().map(|(_, c)| *c).filter(|c| *c != 0).collect();

@@ -99,7 +99,7 @@ fn row_of(store: &Store, sandbox: &str, shim: TaskId) -> Result<Option<crate::st
 
 /// The ensure checks the pid's identity itself; it must also be the one the proof named.
 fn still_there(proc: &ProcFs, shim: TaskId) -> Result<(), EngineError> {
-    match proc.is_same(shim) {
+    match crate::membership::liveness(proc, shim).known() {
         Ok(true) => Ok(()),
         Ok(false) => Err(EngineError::TargetGone(shim.pid)),
         Err(source) => Err(EngineError::Proc { pid: shim.pid, source }),

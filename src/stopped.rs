@@ -10,7 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::procfs::{ProcFs, TaskId};
+use crate::membership::Liveness;
+use crate::procfs::ProcFs;
 use crate::store::{Member, Store, StoreError};
 
 /// The directory of deferred forgets inside the state dir.
@@ -77,17 +78,17 @@ pub fn apply_backlog(state_dir: &Path, store: &Store, proc: &ProcFs, min: usize)
             continue;
         };
         if let Some(m) = store.member(&id)? {
-            match proc.task(m.pid) {
-                Ok(Some(now)) if now == (TaskId { pid: m.pid, start_time: m.start_time }) => {
+            match crate::membership::liveness(proc, crate::membership::init_of(&m)) {
+                Liveness::Alive => {
                     log::debug!("stopped container {id}: its id now names a live container (pid {}); kept", m.pid);
                 }
-                Ok(_) => {
+                Liveness::Dead | Liveness::Reused => {
                     store.remove_member(&id)?;
                     crate::receipt::remove(state_dir, &id);
                     log::info!("container {id} stopped: removed from group {}", m.group);
                     applied.removed.push(m);
                 }
-                Err(e) => {
+                Liveness::Unreadable(e) => {
                     log::warn!(
                         "stopped container {id}: failed to read /proc for pid {}: {e}; forgetting it later",
                         m.pid

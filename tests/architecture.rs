@@ -1,4 +1,4 @@
-//! The layering rules ARCHITECTURE.md states, checked on the source itself (issue 15, seams), so
+//! The layering rules ARCHITECTURE.md states, checked on the source itself, so
 //! that a later change cannot quietly bring a seam back:
 //!
 //! * the top-level modules' `crate::` references (production code: no `*_tests.rs`, no
@@ -6,6 +6,8 @@
 //! * nothing below the operator commands (`app`, `commands`, `ops`, `cli`, `nri`, `follow`) names
 //!   them;
 //! * exactly one file calls `prctl`;
+//! * only `membership` decides whether a cached member is alive (a recorded identity compared
+//!   with `/proc`) and which member owns a cgroup (`cgroup::within`);
 //! * ARCHITECTURE.md's module map names every module.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -129,6 +131,29 @@ fn exactly_one_file_calls_prctl() {
         .map(|(rel, _)| rel.as_str())
         .collect();
     assert_eq!(callers, ["kernel/linux.rs"]);
+}
+
+#[test]
+fn only_membership_decides_liveness_and_cgroup_ownership() {
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let mut wrong = Vec::new();
+    for (rel, text) in files.iter().filter(|(rel, _)| !rel.ends_with("_tests.rs") && !rel.starts_with("scenarios/")) {
+        if rel == "membership.rs" {
+            continue;
+        }
+        for line in production(text).lines() {
+            let compares_identity = line.contains(".task(") && (line.contains("==") || line.contains("!="));
+            let owns_cgroup = line.contains("within(") && rel != "cgroup.rs";
+            let liveness = line.contains("fn liveness") || line.contains("enum Liveness") || line.contains("is_same(");
+            if compares_identity || owns_cgroup || liveness {
+                wrong.push(format!("{rel}: {}", line.trim()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "liveness or cgroup ownership decided outside membership.rs: {wrong:#?}");
+    let membership = files.iter().find(|(rel, _)| rel == "membership.rs").expect("src/membership.rs exists");
+    assert!(membership.1.contains("pub fn liveness") && membership.1.contains("pub fn owner"));
 }
 
 #[test]

@@ -15,6 +15,7 @@ use relay::RelayError;
 pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
+use crate::membership::{self, Liveness, State};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Labels, Member, Store, StoreError};
 
@@ -164,20 +165,21 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     fn live_members(&self, group: &str, dropped: &mut Vec<String>) -> Result<Vec<Live>, EngineError> {
         let mut live = Vec::new();
         for m in self.store.members(group)? {
-            let id = TaskId { pid: m.pid, start_time: m.start_time };
-            if !self.relay.same(id)? {
-                log::info!("dropping member {} of group {group}: pid {} died or was reused", m.container_id, m.pid);
-                self.store.remove_member(&m.container_id)?;
-                dropped.push(m.container_id);
-                continue;
-            }
-            match self.kernel.get(m.pid) {
-                Ok(cookie) => live.push(Live { member: m, cookie }),
-                Err(KernelError::NoSuchProcess(_)) => {
+            match membership::state(self.relay.proc(), self.kernel, &m) {
+                State::Alive(cookie) => live.push(Live { member: m, cookie }),
+                State::Gone(how) => {
+                    if matches!(how, Liveness::Reused) {
+                        log::info!("dropping member {} of group {group}: pid {} was reused", m.container_id, m.pid);
+                    } else {
+                        log::info!("dropping member {} of group {group}: pid {} died", m.container_id, m.pid);
+                    }
                     self.store.remove_member(&m.container_id)?;
                     dropped.push(m.container_id);
                 }
-                Err(e) => return Err(kerr(format!("read the cookie of member {} (pid {})", m.container_id, m.pid))(e)),
+                State::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
+                State::CookieUnreadable(e) => {
+                    return Err(kerr(format!("read the cookie of member {} (pid {})", m.container_id, m.pid))(e));
+                }
             }
         }
         Ok(live)

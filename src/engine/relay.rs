@@ -11,6 +11,7 @@
 //! may run. Each share still pulls before it pushes and checks what it pulled.
 
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
+use crate::membership;
 use crate::procfs::{Pid, ProcFs, TaskId};
 
 use super::{EngineError, kerr};
@@ -44,12 +45,17 @@ impl<'a, K: CoreSched> Relay<'a, K> {
         Self { kernel, proc, on }
     }
 
+    /// The `/proc` the relay checks identities in.
+    pub(crate) fn proc(&self) -> &'a ProcFs {
+        self.proc
+    }
+
     pub(crate) fn identity(&self, pid: Pid) -> Result<TaskId, EngineError> {
         self.proc.task(pid).map_err(|source| EngineError::Proc { pid, source })?.ok_or(EngineError::TargetGone(pid))
     }
 
     pub(crate) fn same(&self, id: TaskId) -> Result<bool, EngineError> {
-        self.proc.is_same(id).map_err(|source| EngineError::Proc { pid: id.pid, source })
+        membership::liveness(self.proc, id).known().map_err(|source| EngineError::Proc { pid: id.pid, source })
     }
 
     /// GET on `pid` and check it (`None`: any non-zero cookie).
@@ -78,8 +84,9 @@ impl<'a, K: CoreSched> Relay<'a, K> {
                 e => RelayError::Engine(kerr(format!("pull the cookie of pid {}", src.pid))(e)),
             })?;
             // The pid must still be the member we verified, or we pulled a stranger's cookie.
-            let same =
-                proc.is_same(src).map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
+            let same = membership::liveness(proc, src)
+                .known()
+                .map_err(|source| RelayError::Engine(EngineError::Proc { pid: src.pid, source }))?;
             if !same {
                 return Err(RelayError::SourceGone);
             }

@@ -108,7 +108,7 @@ impl<'a, K: CoreSched> Follower<'a, K> {
     pub fn keep_idle(&mut self, root: &Path) -> usize {
         let mut restored = 0;
         for m in self.view.idle() {
-            if !self.proc.is_same(m.init).unwrap_or(false) {
+            if !crate::membership::liveness(self.proc, m.init).is_alive() {
                 continue;
             }
             match cgroup::restore_idle(root, &m.cgroup) {

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::cgroup;
 use crate::kernel::{Cookie, CoreSched};
+use crate::membership;
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Member;
 
@@ -65,33 +65,26 @@ impl View {
         let mut idle = Vec::new();
         let mut gone = Vec::new();
         for m in members {
-            let init = TaskId { pid: m.pid, start_time: m.start_time };
-            let alive = match proc.task(m.pid) {
-                Ok(now) if now != Some(init) => {
-                    gone.push(m.container_id.clone());
-                    false
-                }
-                Ok(_) => true,
-                Err(_) => false,
-            };
-            let idle_cg = m.labels.idle_cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty());
-            if let Some(cg) = idle_cg
-                && alive
-            {
-                idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup: format!("/{cg}") });
+            let init = membership::init_of(m);
+            let liveness = membership::liveness(proc, init);
+            if liveness.is_gone() {
+                gone.push(m.container_id.clone());
             }
-            let Some(cg) = m.labels.cgroup.as_deref().and_then(cgroup::relative).filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            if !alive {
+            if !liveness.is_alive() {
                 continue;
             }
+            if let Some(cgroup) = membership::cgroup_key(m.labels.idle_cgroup.as_deref()) {
+                idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup });
+            }
+            let Some(cgroup) = membership::cgroup_key(m.labels.cgroup.as_deref()) else {
+                continue;
+            };
             match kernel.get(m.pid) {
                 Ok(cookie) if cookie != 0 => out.push(ViewMember {
                     container_id: m.container_id.clone(),
                     group: m.group.clone(),
                     init,
-                    cgroup: format!("/{cg}"),
+                    cgroup,
                     cookie,
                 }),
                 _ => {}
@@ -121,7 +114,7 @@ impl View {
     /// False when `/proc` shows that the init of a member in the view (or kept idle) is gone.
     pub fn inits_alive(&self, proc: &ProcFs) -> bool {
         let inits = self.members.iter().map(|m| m.init).chain(self.idle.iter().map(|m| m.init));
-        inits.into_iter().all(|i| proc.is_same(i).unwrap_or(true))
+        inits.into_iter().all(|i| !membership::liveness(proc, i).is_gone())
     }
 
     /// The live members whose `cpu.idle` is kept at 1.
@@ -143,19 +136,7 @@ impl View {
     /// contains `cg`, the most specific; `None` when there is none or when the most specific
     /// cgroup holds members of different groups (ambiguous, as `reconcile` decides).
     pub fn owner(&self, cg: &str) -> Option<&ViewMember> {
-        let mut best: Option<&ViewMember> = None;
-        let mut ambiguous = false;
-        for m in self.members.iter().filter(|m| cgroup::within(cg, &m.cgroup)) {
-            match best {
-                Some(b) if m.cgroup.len() < b.cgroup.len() => {}
-                Some(b) if m.cgroup.len() == b.cgroup.len() => ambiguous |= b.group != m.group,
-                _ => {
-                    best = Some(m);
-                    ambiguous = false;
-                }
-            }
-        }
-        if ambiguous { None } else { best }
+        membership::owner(cg, self.members.iter().map(|m| (m.cgroup.as_str(), m.group.as_str(), m)))
     }
 
     /// Notes a cookie seen on a member's init since the view was built.

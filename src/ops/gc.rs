@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::membership::{self, Liveness};
 use crate::procfs::Pid;
-use crate::procfs::{ProcFs, TaskId};
+use crate::procfs::ProcFs;
 use crate::store::{Store, StoreError};
 
 /// Why a member was removed.
@@ -111,11 +112,11 @@ fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Res
         if only.is_some_and(|ids| !ids.contains(&m.container_id)) {
             continue;
         }
-        let reason = match proc.task(m.pid) {
-            Ok(None) => GcReason::Dead,
-            Ok(Some(now)) if now == (TaskId { pid: m.pid, start_time: m.start_time }) => continue,
-            Ok(Some(_)) => GcReason::Reused,
-            Err(e) => {
+        let reason = match membership::liveness(proc, membership::init_of(&m)) {
+            Liveness::Dead => GcReason::Dead,
+            Liveness::Alive => continue,
+            Liveness::Reused => GcReason::Reused,
+            Liveness::Unreadable(e) => {
                 log::warn!("gc: keeping {} (pid {}): failed to read /proc: {e}", m.container_id, m.pid);
                 report.unreadable.push(Unreadable { container_id: m.container_id, pid: m.pid, error: e.to_string() });
                 continue;

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use crate::kernel::{CookieHex, CoreSched};
-use crate::procfs::{ProcFs, TaskId};
+use crate::membership::{self, State};
+use crate::procfs::ProcFs;
 use crate::store::Store;
 
 /// One member as listed.
@@ -48,8 +49,11 @@ pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> anyhow::R
     for g in store.groups()? {
         let mut views = Vec::new();
         for m in members.iter().filter(|m| m.group == g.key) {
-            let live = proc.is_same(TaskId { pid: m.pid, start_time: m.start_time }).unwrap_or(false);
-            let now = if live { kernel.get(m.pid).ok() } else { None };
+            let (live, now) = match membership::state(proc, kernel, m) {
+                State::Alive(cookie) => (true, Some(cookie)),
+                State::CookieUnreadable(_) => (true, None),
+                State::Gone(_) | State::Unreadable(_) => (false, None),
+            };
             views.push(MemberView {
                 id: m.container_id.clone(),
                 pid: m.pid,

@@ -11,7 +11,8 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::kernel::{CookieHex, CoreSched};
-use crate::procfs::{ProcFs, TaskId};
+use crate::membership::{self, State};
+use crate::procfs::ProcFs;
 use crate::store::{Store, StoreError};
 
 /// Escapes a label value: backslash, double quote and line feed (exposition format 0.0.4).
@@ -76,22 +77,19 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
     );
     for m in &members {
         let entry = live_per_group.entry(m.group.clone()).or_insert(0);
-        match proc.is_same(TaskId { pid: m.pid, start_time: m.start_time }) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                log::warn!("metrics: skipping {} (pid {}): failed to read /proc: {e}", m.container_id, m.pid);
-                continue;
-            }
-        }
-        *entry += 1;
-        let cookie = match kernel.get(m.pid) {
-            Ok(c) => c,
-            Err(e) => {
+        let cookie = match membership::state(proc, kernel, m) {
+            State::Alive(c) => c,
+            State::CookieUnreadable(e) => {
                 log::debug!("metrics: GET on pid {} failed ({e}); using the cached cookie", m.pid);
                 m.cookie
             }
+            State::Gone(_) => continue,
+            State::Unreadable(e) => {
+                log::warn!("metrics: skipping {} (pid {}): failed to read /proc: {e}", m.container_id, m.pid);
+                continue;
+            }
         };
+        *entry += 1;
         let hex = CookieHex(cookie).to_string();
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
         let (pod_name, pod_ns, pod_uid, cname) =

@@ -24,6 +24,7 @@ use crate::cgroup;
 use crate::engine::{Adopted, EngineError, Relay, kerr};
 use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::membership::{self, State};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::store::{Member, Store};
 
@@ -146,22 +147,16 @@ impl ReconcileReport {
     }
 }
 
-/// A member whose init was verified, with its cookie.
+/// A member whose init was verified, with its cgroup key ([`membership::cgroup_key`]) and its cookie.
 struct LiveMember<'m> {
     member: &'m Member,
+    key: Option<String>,
     cookie: Cookie,
 }
 
-/// True when the process in cgroup `pid_cg` belongs to `group`: the live members whose cgroup
-/// is the most specific one containing `pid_cg` are all of `group`.
-fn owned_by(pid_cg: &str, group: &str, live: &[LiveMember<'_>]) -> bool {
-    let containing: Vec<(&str, &str)> = live
-        .iter()
-        .filter_map(|l| l.member.labels.cgroup.as_deref().map(|c| (c.trim_end_matches('/'), l.member.group.as_str())))
-        .filter(|(c, _)| !c.is_empty() && cgroup::within(pid_cg, c))
-        .collect();
-    let Some(best) = containing.iter().map(|(c, _)| c.len()).max() else { return false };
-    containing.iter().filter(|(c, _)| c.len() == best).all(|(_, g)| *g == group)
+/// The live members as candidates for [`membership::owner`].
+fn owners<'a, 'm>(live: &'a [LiveMember<'m>]) -> impl Iterator<Item = (&'a str, &'a str, &'a LiveMember<'m>)> {
+    live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l)))
 }
 
 /// Gives every process in each live member's cgroup the cookie of the member's init. See the
@@ -204,31 +199,24 @@ pub fn reconcile_groups<K: CoreSched>(
             exited: Vec::new(),
             errors: Vec::new(),
         };
-        let id = TaskId { pid: m.pid, start_time: m.start_time };
-        match proc.is_same(id) {
-            Ok(true) => {}
-            Ok(false) => r.status = MemberStatus::Dead,
-            Err(e) => {
+        match membership::state(proc, kernel, m) {
+            State::Alive(0) => {
+                r.cookie = Some(CookieHex(0).to_string());
+                r.status = MemberStatus::NoCookie;
+            }
+            State::Alive(cookie) => {
+                r.cookie = Some(CookieHex(cookie).to_string());
+                live.push(LiveMember { member: m, key: membership::cgroup_key(m.labels.cgroup.as_deref()), cookie });
+            }
+            State::Gone(_) => r.status = MemberStatus::Dead,
+            State::Unreadable(e) => {
                 r.status = MemberStatus::Failed;
                 r.errors.push(format!("failed to read /proc for pid {}: {e}", m.pid));
             }
-        }
-        if r.status == MemberStatus::Checked {
-            match kernel.get(m.pid) {
-                Ok(0) => {
-                    r.cookie = Some(CookieHex(0).to_string());
-                    r.status = MemberStatus::NoCookie;
-                }
-                Ok(cookie) => {
-                    r.cookie = Some(CookieHex(cookie).to_string());
-                    live.push(LiveMember { member: m, cookie });
-                }
-                Err(KernelError::NoSuchProcess(_)) => r.status = MemberStatus::Dead,
-                Err(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
-                Err(e) => {
-                    r.status = MemberStatus::Failed;
-                    r.errors.push(format!("failed to read the cookie of pid {}: {e}", m.pid));
-                }
+            State::CookieUnreadable(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
+            State::CookieUnreadable(e) => {
+                r.status = MemberStatus::Failed;
+                r.errors.push(format!("failed to read the cookie of pid {}: {e}", m.pid));
             }
         }
         reports.push(r);
@@ -240,19 +228,11 @@ pub fn reconcile_groups<K: CoreSched>(
     for l in live.iter().filter(|l| groups.is_none_or(|g| g.contains(&l.member.group))) {
         let m = l.member;
         let r = reports.iter_mut().find(|r| r.id == m.container_id).expect("every member has a report");
-        let Some(cg) = m.labels.cgroup.as_deref() else {
+        let Some((key, dir)) = l.key.as_deref().and_then(|k| Some((k, cgroup::dir(cgroup_root, k)?))) else {
             r.status = MemberStatus::NoCgroup;
             continue;
         };
-        let Some(dir) = cgroup::dir(cgroup_root, cg) else {
-            r.status = MemberStatus::NoCgroup;
-            continue;
-        };
-        let cg_norm = cg.trim_end_matches('/');
-        if live.iter().any(|o| {
-            o.member.group != m.group
-                && o.member.labels.cgroup.as_deref().map(|c| c.trim_end_matches('/')) == Some(cg_norm)
-        }) {
+        if live.iter().any(|o| o.member.group != m.group && o.key.as_deref() == Some(key)) {
             r.status = MemberStatus::SharedCgroup;
             continue;
         }
@@ -277,7 +257,7 @@ pub fn reconcile_groups<K: CoreSched>(
                     continue;
                 }
             };
-            if !owned_by(&pid_cg, &m.group, &live) {
+            if membership::owner(&pid_cg, owners(&live)).is_none_or(|o| o.member.group != m.group) {
                 continue;
             }
             r.processes += 1;
@@ -305,7 +285,7 @@ pub fn reconcile_groups<K: CoreSched>(
             r.fixed = todo.iter().map(|(t, old)| fixed(t, *old)).collect();
             continue;
         }
-        let src = TaskId { pid: m.pid, start_time: m.start_time };
+        let src = membership::init_of(m);
         let targets: Vec<TaskId> = todo.iter().map(|(t, _)| *t).collect();
         match relay.adopt(src, l.cookie, &targets) {
             Ok(results) => {

@@ -1,0 +1,133 @@
+//! The membership model: the one answer to the two questions every part of the project asks
+//! about a cached member, whether it is the hook, `reconcile` and its follower, `list`,
+//! `metrics`, `gc` or rebuild.
+//!
+//! - **Is it alive, and what is its cookie** ([`liveness`], [`state`]): the init recorded in the
+//!   cache (pid and start time) is compared with `/proc`. It is [`Liveness::Alive`] when the pid
+//!   still has the recorded start time, [`Liveness::Dead`] when the pid is gone,
+//!   [`Liveness::Reused`] when another process has it, and [`Liveness::Unreadable`] when `/proc`
+//!   could not say. The rule every caller keeps: only a dead or reused member is ever dropped,
+//!   and only an alive one is ever a cookie source or counted; an unreadable one is neither
+//!   (the engine, which must not guess, fails on it instead).
+//! - **Which member owns a cgroup** ([`cgroup_key`], [`owner`]): a member is known by its cgroup
+//!   as `/proc/PID/cgroup` showed it when it was recorded, a plain absolute path other than the
+//!   root. A process belongs to the member whose cgroup is the most specific one containing the
+//!   process's own cgroup; when members of different groups share that cgroup, no member owns
+//!   it. `reconcile` and the follower's view both ask [`owner`], so that a process gets the same
+//!   cookie whichever of them reaches it first.
+
+use std::io;
+
+use crate::cgroup;
+use crate::kernel::{Cookie, CoreSched, KernelError};
+use crate::procfs::{ProcFs, TaskId};
+use crate::store::Member;
+
+/// Whether a cached member's init is still the process the cache recorded.
+#[derive(Debug)]
+pub enum Liveness {
+    /// The pid has the recorded start time.
+    Alive,
+    /// No process has the pid.
+    Dead,
+    /// Another process has the pid (another start time).
+    Reused,
+    /// `/proc` could not be read: neither dropped nor used.
+    Unreadable(io::Error),
+}
+
+impl Liveness {
+    /// The member may be dropped: its init is dead or its pid reused.
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Liveness::Dead | Liveness::Reused)
+    }
+
+    /// The member's init is the recorded process.
+    pub fn is_alive(&self) -> bool {
+        matches!(self, Liveness::Alive)
+    }
+
+    /// For a caller that must not guess: `Ok(true)` alive, `Ok(false)` dead or reused, the
+    /// error when `/proc` could not say.
+    pub fn known(self) -> io::Result<bool> {
+        match self {
+            Liveness::Alive => Ok(true),
+            Liveness::Dead | Liveness::Reused => Ok(false),
+            Liveness::Unreadable(e) => Err(e),
+        }
+    }
+}
+
+/// The recorded init of a member.
+pub fn init_of(m: &Member) -> TaskId {
+    TaskId { pid: m.pid, start_time: m.start_time }
+}
+
+/// Whether `init` (a pid and the start time recorded with it) is still that process.
+pub fn liveness(proc: &ProcFs, init: TaskId) -> Liveness {
+    match proc.task(init.pid) {
+        Ok(Some(now)) if now == init => Liveness::Alive,
+        Ok(Some(_)) => Liveness::Reused,
+        Ok(None) => Liveness::Dead,
+        Err(e) => Liveness::Unreadable(e),
+    }
+}
+
+/// A cached member as the kernel shows it now.
+#[derive(Debug)]
+pub enum State {
+    /// Its init is the recorded process and carries `cookie` (0: none).
+    Alive(Cookie),
+    /// Its init is dead or its pid reused (the GET may have found it gone, too): it may be dropped.
+    Gone(Liveness),
+    /// `/proc` could not be read for its init.
+    Unreadable(io::Error),
+    /// Its init is the recorded process but its cookie could not be read.
+    CookieUnreadable(KernelError),
+}
+
+/// The member's liveness, then (when alive) the cookie a GET finds on its init.
+pub fn state<K: CoreSched>(proc: &ProcFs, kernel: &K, m: &Member) -> State {
+    match liveness(proc, init_of(m)) {
+        Liveness::Alive => match kernel.get(m.pid) {
+            Ok(cookie) => State::Alive(cookie),
+            Err(KernelError::NoSuchProcess(_)) => State::Gone(Liveness::Dead),
+            Err(e) => State::CookieUnreadable(e),
+        },
+        Liveness::Unreadable(e) => State::Unreadable(e),
+        gone => State::Gone(gone),
+    }
+}
+
+/// The cgroup a member is known by: `recorded` (as `/proc/PID/cgroup` showed it) when it is a
+/// plain absolute path other than the root, without a trailing `/`; `None` otherwise (nothing
+/// recorded, the root, a relative path, `.` or `..` components, e.g. a `/..`-relative path seen
+/// from a private cgroup namespace).
+pub fn cgroup_key(recorded: Option<&str>) -> Option<String> {
+    let rel = recorded.and_then(cgroup::relative).filter(|r| !r.is_empty())?;
+    Some(format!("/{rel}"))
+}
+
+/// The owner of a process whose own cgroup is `cg` among `candidates`, each a member's cgroup key
+/// ([`cgroup_key`]), its group and the caller's handle: the candidate with the most specific
+/// cgroup containing `cg`; `None` when none contains it or when members of different groups share
+/// the most specific one (ambiguous: nobody's cookie is handed out).
+pub fn owner<'a, T>(cg: &str, candidates: impl IntoIterator<Item = (&'a str, &'a str, T)>) -> Option<T> {
+    let mut best: Option<(&str, &str, T)> = None;
+    let mut ambiguous = false;
+    for (key, group, item) in candidates.into_iter().filter(|(key, _, _)| cgroup::within(cg, key)) {
+        match &best {
+            Some((b, _, _)) if key.len() < b.len() => {}
+            Some((b, g, _)) if key.len() == b.len() => ambiguous |= *g != group,
+            _ => {
+                best = Some((key, group, item));
+                ambiguous = false;
+            }
+        }
+    }
+    if ambiguous { None } else { best.map(|(_, _, item)| item) }
+}
+
+#[cfg(test)]
+#[path = "membership_tests.rs"]
+mod tests;
