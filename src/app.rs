@@ -84,8 +84,8 @@ fn run_command(cli: Cli) -> ExitCode {
         return ExitCode::Usage;
     };
     let is_hook = matches!(cli.command, Command::Hook { .. });
-    if let Err(msg) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
-        eprintln!("oci-coresched-hook: warning: {msg}");
+    if let Err(e) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
+        eprintln!("oci-coresched-hook: warning: {}", crate::error::Chain(&e));
     }
     crate::timing::mark("logging");
     let config_error = match config_error {

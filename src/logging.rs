@@ -70,9 +70,20 @@ impl Log for Sinks {
     fn flush(&self) {}
 }
 
-/// Installs the logger. Returns an error message when the log file cannot be opened (logging
-/// still works on the other sinks).
-pub fn init(level: LevelFilter, syslog: bool, file: Option<&Path>) -> Result<(), String> {
+/// The log file could not be opened (logging still works on the other sinks).
+#[derive(Debug, thiserror::Error)]
+#[error("failed to open log file {}", path.display())]
+pub struct LogFileError {
+    /// The configured log file.
+    pub path: std::path::PathBuf,
+    /// Why it could not be opened.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Installs the logger. Returns an error when the log file cannot be opened (logging still works
+/// on the other sinks).
+pub fn init(level: LevelFilter, syslog: bool, file: Option<&Path>) -> Result<(), LogFileError> {
     let stderr = env_logger::Builder::new()
         .filter_level(level)
         .format(|buf, record| {
@@ -83,8 +94,8 @@ pub fn init(level: LevelFilter, syslog: bool, file: Option<&Path>) -> Result<(),
     let mut problem = None;
     let file = file.and_then(|p| match OpenOptions::new().create(true).append(true).open(p) {
         Ok(f) => Some(Mutex::new(f)),
-        Err(e) => {
-            problem = Some(format!("failed to open log file {}: {e}", p.display()));
+        Err(source) => {
+            problem = Some(LogFileError { path: p.to_path_buf(), source });
             None
         }
     });

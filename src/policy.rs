@@ -217,26 +217,67 @@ fn id_chars_ok(s: &str, max: usize) -> bool {
         && s.as_bytes()[0].is_ascii_alphanumeric()
 }
 
+/// An annotation the decision cannot use; the container then gets a cookie of its own and
+/// [`Decision::invalid`] says why. Values are cut to 80 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAnnotation {
+    /// A group name outside the allowed characters or length (`key`: the annotation naming it).
+    #[error("{}group {name:?} is invalid: expected 1-{MAX_GROUP_LEN} characters of [A-Za-z0-9._-], starting and ending with a letter or digit", key.map(|k| format!("{k}: ")).unwrap_or_default())]
+    Group {
+        /// The annotation, when it came from one.
+        key: Option<&'static str>,
+        /// The name given.
+        name: String,
+    },
+    /// A namespace that is not a DNS label.
+    #[error("namespace {0:?} is not a valid DNS label")]
+    Namespace(String),
+    /// The two namespace annotations name different namespaces.
+    #[error("{} {a:?} and {} {b:?} disagree", POD_NAMESPACE[0], POD_NAMESPACE[1])]
+    NamespacesDisagree {
+        /// The first annotation's value.
+        a: String,
+        /// The second's.
+        b: String,
+    },
+    /// Koordinator's QoS annotation with a class it does not define.
+    #[error("{KOORD_QOS} {0:?} is not one of LSE, LSR, LS, BE, SYSTEM")]
+    QosClass(String),
+    /// A policy annotation with an unknown policy.
+    #[error("{key} {value:?} is not one of default, exclusive, none")]
+    Policy {
+        /// The annotation.
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A pod uid or sandbox id with characters an id never has.
+    #[error("{key} {value:?} is not a valid id")]
+    Id {
+        /// The annotation.
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
+}
+
 /// Checks a group name: 1-63 characters of `[A-Za-z0-9._-]`, starting and ending alphanumeric.
-pub fn validate_group(name: &str) -> Result<(), String> {
+pub fn validate_group(name: &str) -> Result<(), InvalidAnnotation> {
     if id_chars_ok(name, MAX_GROUP_LEN) && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric() {
         Ok(())
     } else {
-        Err(format!(
-            "group {:?} is invalid: expected 1-{MAX_GROUP_LEN} characters of [A-Za-z0-9._-], starting and ending with a letter or digit",
-            truncate(name)
-        ))
+        Err(InvalidAnnotation::Group { key: None, name: truncate(name) })
     }
 }
 
 /// Checks a namespace: a DNS label (1-63 of `[a-z0-9-]`, alphanumeric at both ends).
-pub fn validate_namespace(ns: &str) -> Result<(), String> {
+pub fn validate_namespace(ns: &str) -> Result<(), InvalidAnnotation> {
     let ok = !ns.is_empty()
         && ns.len() <= 63
         && ns.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !ns.starts_with('-')
         && !ns.ends_with('-');
-    if ok { Ok(()) } else { Err(format!("namespace {:?} is not a valid DNS label", truncate(ns))) }
+    if ok { Ok(()) } else { Err(InvalidAnnotation::Namespace(truncate(ns))) }
 }
 
 fn truncate(s: &str) -> String {
@@ -343,7 +384,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         cgroups_path: None,
         sandbox: SandboxRef::default(),
     };
-    let mut problems: Vec<String> = Vec::new();
+    let mut problems: Vec<InvalidAnnotation> = Vec::new();
 
     // Namespace: scopes every group key, so an invalid one is a problem, not a blank. CRI-O sets
     // the first key and containerd the second; a pod annotation passed through an allow-list could
@@ -352,13 +393,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     if let [a, b] = namespaces[..]
         && a != b
     {
-        problems.push(format!(
-            "{} {:?} and {} {:?} disagree",
-            POD_NAMESPACE[0],
-            truncate(a),
-            POD_NAMESPACE[1],
-            truncate(b)
-        ));
+        problems.push(InvalidAnnotation::NamespacesDisagree { a: truncate(a), b: truncate(b) });
     } else if let Some((_, ns)) = first(ann, &POD_NAMESPACE) {
         match validate_namespace(ns) {
             Ok(()) => d.namespace = Some(ns.to_string()),
@@ -376,7 +411,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         Some((_, q)) => match ["LSE", "LSR", "LS", "BE"].into_iter().find(|c| *c == q) {
             Some(c) => Some(QosSource::Koord(c)),
             None => {
-                problems.push(format!("{KOORD_QOS} {:?} is not one of LSE, LSR, LS, BE, SYSTEM", truncate(q)));
+                problems.push(InvalidAnnotation::QosClass(truncate(q)));
                 None
             }
         },
@@ -393,9 +428,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         None | Some((_, "default")) => {}
         Some((_, "exclusive")) => d.policy = Policy::Exclusive,
         Some((_, "none")) => d.policy = Policy::None,
-        Some((key, other)) => {
-            problems.push(format!("{key} {:?} is not one of default, exclusive, none", truncate(other)))
-        }
+        Some((key, other)) => problems.push(InvalidAnnotation::Policy { key, value: truncate(other) }),
     }
 
     // Stage first: a stopped container is forgotten whatever its annotations say.
@@ -442,7 +475,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     let own = format!("container:{}", input.container_id);
 
     if !problems.is_empty() {
-        d.invalid = Some(problems.join("; "));
+        d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
         d.group = Some(ns_prefix(own, true));
         d.reason = "invalid annotation: the container gets a cookie of its own".into();
         return Ok(d);
@@ -453,11 +486,11 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         d.reason = with_why(format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-")));
         return Ok(d);
     }
-    let pod = |keys: &[&'static str]| -> Result<Option<String>, String> {
+    let pod = |keys: &[&'static str]| -> Result<Option<String>, InvalidAnnotation> {
         match first(ann, keys) {
             None => Ok(None),
             Some((_, v)) if id_chars_ok(v, MAX_ID_LEN) => Ok(Some(v.to_string())),
-            Some((key, v)) => Err(format!("{key} {:?} is not a valid id", truncate(v))),
+            Some((key, v)) => Err(InvalidAnnotation::Id { key, value: truncate(v) }),
         }
     };
     let (key, reason) = match d.policy {
@@ -480,8 +513,8 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
             match named {
                 Some((key, g)) => match validate_group(g) {
                     Ok(()) => (g.to_string(), format!("group named by {key}")),
-                    Err(e) => {
-                        problems.push(format!("{key}: {e}"));
+                    Err(_) => {
+                        problems.push(InvalidAnnotation::Group { key: Some(key), name: truncate(g) });
                         (own.clone(), String::new())
                     }
                 },
@@ -500,7 +533,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         }
     };
     if !problems.is_empty() {
-        d.invalid = Some(problems.join("; "));
+        d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
         d.group = Some(ns_prefix(own, true));
         d.reason = "invalid annotation: the container gets a cookie of its own".into();
         return Ok(d);

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::EngineError;
+use crate::error::Chain;
 use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
@@ -123,9 +124,9 @@ pub fn reload<K: CoreSched>(
                 report.roots.push(scan);
                 continue;
             }
-            Err(reason) => {
+            Err(e) => {
                 scan.present = true;
-                report.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason });
+                report.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason: Chain(&e).to_string() });
                 report.roots.push(scan);
                 continue;
             }
@@ -146,8 +147,8 @@ pub fn reload<K: CoreSched>(
             };
             let c = match parsed {
                 Ok(c) => c,
-                Err(reason) => {
-                    report.skipped.push(skip(format!("unreadable: {reason}")));
+                Err(e) => {
+                    report.skipped.push(skip(format!("unreadable: {}", Chain(&e))));
                     continue;
                 }
             };

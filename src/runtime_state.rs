@@ -29,6 +29,45 @@ pub const DEFAULT_CRUN_ROOTS: [&str; 1] = ["/run/crun"];
 /// a bundle's `config.json` is bounded by [`crate::bundle::MAX_CONFIG_BYTES`]).
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Why a runtime root or one container's state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeStateError {
+    /// A file or directory could not be read.
+    #[error("failed to read {}", path.display())]
+    Read {
+        /// What was read.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A state file larger than any runtime writes.
+    #[error("{} is larger than {MAX_FILE_BYTES} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A state file that is not JSON.
+    #[error("{} is not valid JSON", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A state file without a field every container's state has.
+    #[error("{file} has no {field} in {}", dir.display())]
+    Missing {
+        /// `state.json` or `status`.
+        file: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The container's directory.
+        dir: PathBuf,
+    },
+}
+
 /// The layout of a runtime state directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -96,13 +135,13 @@ pub struct RuntimeContainer {
     pub bundle: Option<PathBuf>,
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!("{} is larger than {MAX_FILE_BYTES} bytes", path.display()));
+fn read_json(path: &Path) -> Result<Value, RuntimeStateError> {
+    let read = |source| RuntimeStateError::Read { path: path.to_path_buf(), source };
+    if std::fs::metadata(path).map_err(read)?.len() > MAX_FILE_BYTES {
+        return Err(RuntimeStateError::TooLarge { path: path.to_path_buf() });
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+    let bytes = std::fs::read(path).map_err(read)?;
+    serde_json::from_slice(&bytes).map_err(|source| RuntimeStateError::Json { path: path.to_path_buf(), source })
 }
 
 /// A number that some runtime versions write as a string.
@@ -143,14 +182,11 @@ fn add_bundle_config(c: &mut RuntimeContainer) {
 }
 
 /// Reads `<dir>/state.json` of a runc-style root.
-pub fn read_runc(dir: &Path, id: &str) -> Result<RuntimeContainer, String> {
+pub fn read_runc(dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateError> {
     let state = read_json(&dir.join("state.json"))?;
-    let pid = state
-        .get("init_process_pid")
-        .and_then(Value::as_i64)
-        .ok_or_else(|| format!("state.json has no init_process_pid in {}", dir.display()))?;
-    let start_time = number(state.get("init_process_start"))
-        .ok_or_else(|| format!("state.json has no init_process_start in {}", dir.display()))?;
+    let missing = |field| RuntimeStateError::Missing { file: "state.json", field, dir: dir.to_path_buf() };
+    let pid = state.get("init_process_pid").and_then(Value::as_i64).ok_or_else(|| missing("init_process_pid"))?;
+    let start_time = number(state.get("init_process_start")).ok_or_else(|| missing("init_process_start"))?;
     let mut annotations = BTreeMap::new();
     let mut bundle = None;
     for label in state.pointer("/config/labels").and_then(Value::as_array).into_iter().flatten() {
@@ -169,12 +205,11 @@ pub fn read_runc(dir: &Path, id: &str) -> Result<RuntimeContainer, String> {
 }
 
 /// Reads `<dir>/status` and `<dir>/config.json` of a crun root.
-pub fn read_crun(dir: &Path, id: &str) -> Result<RuntimeContainer, String> {
+pub fn read_crun(dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateError> {
     let status = read_json(&dir.join("status"))?;
-    let pid =
-        status.get("pid").and_then(Value::as_i64).ok_or_else(|| format!("status has no pid in {}", dir.display()))?;
-    let start_time = number(status.get("process-start-time"))
-        .ok_or_else(|| format!("status has no process-start-time in {}", dir.display()))?;
+    let missing = |field| RuntimeStateError::Missing { file: "status", field, dir: dir.to_path_buf() };
+    let pid = status.get("pid").and_then(Value::as_i64).ok_or_else(|| missing("pid"))?;
+    let start_time = number(status.get("process-start-time")).ok_or_else(|| missing("process-start-time"))?;
     let bundle = status.get("bundle").and_then(Value::as_str).filter(|s| !s.is_empty()).map(PathBuf::from);
     let mut c = RuntimeContainer {
         id: id.to_string(),
@@ -195,11 +230,11 @@ pub fn read_crun(dir: &Path, id: &str) -> Result<RuntimeContainer, String> {
 }
 
 /// The container directories of a root (sorted), or `None` when the root does not exist.
-pub fn container_dirs(root: &Path) -> Result<Option<Vec<(String, PathBuf)>>, String> {
+pub fn container_dirs(root: &Path) -> Result<Option<Vec<(String, PathBuf)>>, RuntimeStateError> {
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("failed to read runtime root {}: {e}", root.display())),
+        Err(source) => return Err(RuntimeStateError::Read { path: root.to_path_buf(), source }),
     };
     let mut dirs: Vec<(String, PathBuf)> = entries
         .filter_map(|e| {

@@ -34,6 +34,20 @@ pub struct NoStateDir {
     pub problem: String,
 }
 
+/// Why a candidate directory cannot be used (said after its path).
+#[derive(Debug, thiserror::Error)]
+pub enum DirProblem {
+    /// Something else is at the path.
+    #[error("is not a directory")]
+    NotADirectory,
+    /// Nothing is at the path.
+    #[error("does not exist")]
+    Missing,
+    /// `stat` failed otherwise. (No `#[source]`: the cause is said here, once.)
+    #[error("cannot be read: {0}")]
+    Unreadable(std::io::Error),
+}
+
 /// The reads the decision needs, behind a seam so that the tests need no root or namespace.
 pub trait Host {
     /// The effective uid in the process's own user namespace.
@@ -43,7 +57,7 @@ pub trait Host {
     /// An environment variable.
     fn var(&self, name: &str) -> Option<OsString>;
     /// The owner of the directory at `path` (following symlinks), `Err` with what is wrong.
-    fn dir_owner(&self, path: &Path) -> Result<u32, String>;
+    fn dir_owner(&self, path: &Path) -> Result<u32, DirProblem>;
 }
 
 /// The running process.
@@ -60,12 +74,12 @@ impl Host for ThisProcess {
     fn var(&self, name: &str) -> Option<OsString> {
         std::env::var_os(name)
     }
-    fn dir_owner(&self, path: &Path) -> Result<u32, String> {
+    fn dir_owner(&self, path: &Path) -> Result<u32, DirProblem> {
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => Ok(m.uid()),
-            Ok(_) => Err("is not a directory".into()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("does not exist".into()),
-            Err(e) => Err(format!("cannot be read: {e}")),
+            Ok(_) => Err(DirProblem::NotADirectory),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DirProblem::Missing),
+            Err(e) => Err(DirProblem::Unreadable(e)),
         }
     }
 }
@@ -145,8 +159,8 @@ mod tests {
         fn var(&self, name: &str) -> Option<OsString> {
             self.vars.get(name).map(OsString::from)
         }
-        fn dir_owner(&self, path: &Path) -> Result<u32, String> {
-            self.dirs.get(path.to_str().unwrap()).copied().ok_or_else(|| "does not exist".into())
+        fn dir_owner(&self, path: &Path) -> Result<u32, DirProblem> {
+            self.dirs.get(path.to_str().unwrap()).copied().ok_or(DirProblem::Missing)
         }
     }
 
