@@ -217,7 +217,7 @@ fn run_hook(
 
 fn report(d: &crate::policy::Decision, done: &Done) {
     let id = &d.container_id;
-    let group = d.group.as_deref().unwrap_or("-");
+    let group = d.group().unwrap_or("-");
     match done {
         Done::Skipped => log::debug!("container {id}: skipped: {}", d.reason),
         Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. } => {
@@ -271,7 +271,7 @@ fn failed_after_ensure(
     log::warn!(
         "{err:#} (failing open: it keeps cookie {} of group {}, without cpu.idle; set fail_closed = true to refuse it)",
         CookieHex(outcome.cookie),
-        d.group.as_deref().unwrap_or("-")
+        d.group().unwrap_or("-")
     );
     ExitCode::Success
 }

@@ -34,8 +34,68 @@ pub enum ConfigError {
     },
 }
 
-/// The QoS classes the config has a rule for (Koordinator's names).
-pub const QOS_CLASSES: [&str; 4] = ["LSE", "LSR", "LS", "BE"];
+/// A Koordinator QoS class. The config has a rule for each but [`QosClass::System`], whose
+/// containers are never touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QosClass {
+    /// Latency-sensitive exclusive.
+    Lse,
+    /// Latency-sensitive reserved.
+    Lsr,
+    /// Latency-sensitive.
+    Ls,
+    /// Best effort.
+    Be,
+    /// System daemons: never managed.
+    System,
+}
+
+/// The QoS classes the config has a rule for.
+pub const QOS_CLASSES: [QosClass; 4] = [QosClass::Lse, QosClass::Lsr, QosClass::Ls, QosClass::Be];
+
+impl QosClass {
+    /// Koordinator's name (`koordinator.sh/qosClass` values, `[qos.NAME]` tables).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Lse => "LSE",
+            QosClass::Lsr => "LSR",
+            QosClass::Ls => "LS",
+            QosClass::Be => "BE",
+            QosClass::System => "SYSTEM",
+        }
+    }
+
+    /// The class named `name` exactly (Koordinator's spelling), SYSTEM included.
+    pub fn from_name(name: &str) -> Option<Self> {
+        QOS_CLASSES.into_iter().chain([QosClass::System]).find(|c| c.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for QosClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for QosClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for QosClass {
+    /// A `[qos.NAME]` table's name: one of the classes with a rule.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        QosClass::from_name(&name).filter(|c| *c != QosClass::System).ok_or_else(|| {
+            let names: Vec<&str> = QOS_CLASSES.iter().map(|c| c.as_str()).collect();
+            serde::de::Error::custom(format!(
+                "qos class {name:?} is not one of {} (SYSTEM is never managed)",
+                names.join(", ")
+            ))
+        })
+    }
+}
 
 /// What to do for one QoS class (Koordinator's NodeSLO CPUQOS, per class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -72,7 +132,7 @@ pub struct Config {
     /// Let pods of different namespaces join one named group.
     pub allow_cross_namespace_groups: bool,
     /// Per-QoS-class rules, keyed by LSE, LSR, LS, BE. Missing classes use the default rule.
-    pub qos: BTreeMap<String, QosRule>,
+    pub qos: BTreeMap<QosClass, QosRule>,
 }
 
 impl Default for Config {
@@ -93,8 +153,8 @@ const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"]
 
 impl Config {
     /// The rule for a QoS class (default rule when the config names none).
-    pub fn rule(&self, class: &str) -> QosRule {
-        self.qos.get(class).copied().unwrap_or_default()
+    pub fn rule(&self, class: QosClass) -> QosRule {
+        self.qos.get(&class).copied().unwrap_or_default()
     }
 
     /// The lock timeout.
@@ -111,12 +171,6 @@ impl Config {
         }
         if cfg.lock_timeout_ms == 0 || cfg.lock_timeout_ms > 60_000 {
             return Err(invalid(format!("lock_timeout_ms {} must be between 1 and 60000", cfg.lock_timeout_ms)));
-        }
-        if let Some(bad) = cfg.qos.keys().find(|k| !QOS_CLASSES.contains(&k.as_str())) {
-            return Err(invalid(format!(
-                "qos class {bad:?} is not one of {} (SYSTEM is never managed)",
-                QOS_CLASSES.join(", ")
-            )));
         }
         Ok(cfg)
     }
@@ -165,7 +219,7 @@ mod tests {
     #[test]
     fn empty_is_defaults() {
         assert_eq!(parse("").unwrap(), Config::default());
-        assert_eq!(Config::default().rule("BE"), QosRule::default());
+        assert_eq!(Config::default().rule(QosClass::Be), QosRule::default());
     }
 
     #[test]
@@ -178,8 +232,8 @@ mod tests {
         .unwrap();
         assert!(c.fail_closed && c.allow_cross_namespace_groups && !c.syslog);
         assert_eq!(c.lock_timeout(), Duration::from_millis(500));
-        assert!(c.rule("BE").sched_idle && !c.rule("BE").core_expeller);
-        assert!(c.rule("LS").core_expeller && c.rule("LS").enable);
+        assert!(c.rule(QosClass::Be).sched_idle && !c.rule(QosClass::Be).core_expeller);
+        assert!(c.rule(QosClass::Ls).core_expeller && c.rule(QosClass::Ls).enable);
     }
 
     #[test]

@@ -20,9 +20,94 @@ impl fmt::Display for Chain<'_> {
     }
 }
 
+/// Why a hook failed: the `reason` label of `oci_coresched_hook_failures_total` and of the
+/// hook's error log. A public metrics contract: a label is never renamed or reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FailureReason {
+    /// The OCI state or the container id was unusable.
+    BadInput,
+    /// An annotation was rejected (counted only with `fail_closed`).
+    InvalidAnnotation,
+    /// The kernel has no core scheduling.
+    Unsupported,
+    /// The state lock was held past `lock_timeout_ms`.
+    LockTimeout,
+    /// The state dir could not be created or opened.
+    StateDir,
+    /// The cache failed.
+    Cache,
+    /// A `prctl(PR_SCHED_CORE)` call failed.
+    Kernel,
+    /// `/proc` could not be read.
+    Proc,
+    /// The container's init exited meanwhile.
+    TargetGone,
+    /// A cookie read back differed from the one just set.
+    Verify,
+    /// `cpu.idle` could not be written.
+    Cgroup,
+    /// The pod's shim could not be given its cookie.
+    Shim,
+}
+
+impl FailureReason {
+    /// Every reason, in label order.
+    pub const ALL: [FailureReason; 12] = [
+        FailureReason::BadInput,
+        FailureReason::Cache,
+        FailureReason::Cgroup,
+        FailureReason::InvalidAnnotation,
+        FailureReason::Kernel,
+        FailureReason::LockTimeout,
+        FailureReason::Proc,
+        FailureReason::Shim,
+        FailureReason::StateDir,
+        FailureReason::TargetGone,
+        FailureReason::Unsupported,
+        FailureReason::Verify,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::BadInput => "bad_input",
+            FailureReason::InvalidAnnotation => "invalid_annotation",
+            FailureReason::Unsupported => "unsupported",
+            FailureReason::LockTimeout => "lock_timeout",
+            FailureReason::StateDir => "state_dir",
+            FailureReason::Cache => "cache",
+            FailureReason::Kernel => "kernel",
+            FailureReason::Proc => "proc",
+            FailureReason::TargetGone => "target_gone",
+            FailureReason::Verify => "verify",
+            FailureReason::Cgroup => "cgroup",
+            FailureReason::Shim => "shim",
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Chain;
+    use super::{Chain, FailureReason};
+
+    #[test]
+    fn failure_reasons_are_distinct_sorted_and_documented() {
+        let labels: Vec<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
+        let mut sorted = labels.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(labels, sorted, "ALL lists each label once, in label order");
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+        for l in labels {
+            assert!(doc.contains(&format!("`{l}`")), "docs/metrics.md does not name the failure reason `{l}`");
+        }
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("failed to open {path}")]

@@ -4,6 +4,7 @@
 use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
+use crate::error::FailureReason;
 use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CoreSched, KernelError};
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
@@ -82,18 +83,18 @@ pub enum HookError {
 }
 
 impl HookError {
-    /// Stable reason label for logs and metrics.
-    pub fn reason(&self) -> &'static str {
+    /// The reason label for logs and metrics.
+    pub fn reason(&self) -> FailureReason {
         match self {
-            HookError::UnknownStatus(_) | HookError::BadId(_) => "bad_input",
-            HookError::InvalidAnnotation { .. } => "invalid_annotation",
-            HookError::Unsupported(_) => "unsupported",
-            HookError::Dir(DirError::LockTimeout { .. }) => "lock_timeout",
-            HookError::Dir(_) => "state_dir",
-            HookError::Store(_) => "cache",
+            HookError::UnknownStatus(_) | HookError::BadId(_) => FailureReason::BadInput,
+            HookError::InvalidAnnotation { .. } => FailureReason::InvalidAnnotation,
+            HookError::Unsupported(_) => FailureReason::Unsupported,
+            HookError::Dir(DirError::LockTimeout { .. }) => FailureReason::LockTimeout,
+            HookError::Dir(_) => FailureReason::StateDir,
+            HookError::Store(_) => FailureReason::Cache,
             HookError::Engine { source, .. } => source.reason(),
-            HookError::Cgroup(_) => "cgroup",
-            HookError::Shim { .. } => "shim",
+            HookError::Cgroup(_) => FailureReason::Cgroup,
+            HookError::Shim { .. } => FailureReason::Shim,
         }
     }
 
@@ -176,13 +177,12 @@ pub fn run_with<K: CoreSched>(
         log::error!("{err}; giving it a cookie of its own");
     }
     let pid = decision.pid.unwrap_or(0) as Pid;
-    if decision.action == Action::Ensure
-        && !decision.sched_idle
-        && let Some(done) = already_done(decision, pid, sys)
+    if let Action::Ensure { group, sched_idle: false } = &decision.action
+        && let Some(done) = already_done(decision, group, pid, sys)
     {
         return Ok(done);
     }
-    match decision.action {
+    match &decision.action {
         Action::Skip => Ok(Done::Skipped),
         Action::Forget => {
             let dir = StateDir::open(&sys.state_dir)?;
@@ -202,7 +202,7 @@ pub fn run_with<K: CoreSched>(
             let forget = |e: &Engine<'_, K>, _: &Store| e.forget(id).map_err(|source| engine_err(id, source));
             with_store(&dir, config, None, forget, |_| {}, sys, on).map(Done::Forgot)
         }
-        Action::Clear | Action::Ensure => {
+        Action::Clear | Action::Ensure { .. } => {
             sys.kernel.probe().map_err(|e| {
                 if e.is_unsupported() {
                     HookError::Unsupported(e)
@@ -217,7 +217,7 @@ pub fn run_with<K: CoreSched>(
             let dir = StateDir::open(&sys.state_dir)?;
             let id = decision.container_id.as_str();
             let pod_shim = pod_shim(decision, sys, shim_proof);
-            if decision.action == Action::Clear {
+            let Action::Ensure { group, sched_idle } = &decision.action else {
                 let clear = |e: &Engine<'_, K>, store: &Store| {
                     let removed = e.clear(id, pid).map_err(|s| engine_err(id, s))?;
                     // A shim left with a cookie only starts this container's exec'd processes
@@ -239,8 +239,8 @@ pub fn run_with<K: CoreSched>(
                     Ok(removed)
                 };
                 return with_store(&dir, config, None, clear, |_| {}, sys, on).map(Done::Cleared);
-            }
-            let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
+            };
+            let group = group.clone();
             let cgroup = sys.proc.cgroup(pid).ok().flatten();
             let req = EnsureRequest {
                 container_id: id.to_string(),
@@ -248,7 +248,7 @@ pub fn run_with<K: CoreSched>(
                 pid,
                 labels: decision.labels(cgroup.clone()),
             };
-            let (sched_idle, idle_cgroup) = (decision.sched_idle, req.labels.idle_cgroup.clone());
+            let (sched_idle, idle_cgroup) = (*sched_idle, req.labels.idle_cgroup.clone());
             crate::timing::mark("state dir + /proc cgroup");
             with_store(
                 &dir,
@@ -342,11 +342,10 @@ fn counted(store: &Store, error: HookError) -> HookError {
 
 /// The receipt path ([`crate::receipt`]): the container's ensure into its group is done and
 /// still holds. Needs no lock and no cache open; `None` sends the caller down the full path.
-fn already_done<K: CoreSched>(decision: &Decision, pid: Pid, sys: &System<K>) -> Option<Done> {
+fn already_done<K: CoreSched>(decision: &Decision, group: &str, pid: Pid, sys: &System<K>) -> Option<Done> {
     let dir = StateDir::existing(&sys.state_dir).ok()??;
     let id = decision.container_id.as_str();
-    let group = decision.group.clone().unwrap_or_else(|| format!("container:{id}"));
-    let cookie = crate::receipt::holds(&sys.kernel, &sys.proc, dir.path(), id, &group, pid)?;
+    let cookie = crate::receipt::holds(&sys.kernel, &sys.proc, dir.path(), id, group, pid)?;
     crate::timing::mark("receipt + GET (repeat run)");
     Some(Done::Ensured(EnsureOutcome {
         cookie,

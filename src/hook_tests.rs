@@ -40,7 +40,7 @@ fn unsupported_and_no_smt_fail_before_touching_the_cache() {
         e.fp.spawn(4242, 1, 0, "/c1").unwrap();
         e.kernel.set_mode(mode);
         let err = e.run(CREATING, &Config::default()).unwrap_err();
-        assert_eq!(err.reason(), "unsupported");
+        assert_eq!(err.reason().as_str(), "unsupported");
         assert!(err.to_string().contains(needle), "{err}");
         assert!(!e.dir.path().join("state").exists(), "no state dir must be created on an unsupported kernel");
     }
@@ -52,7 +52,7 @@ fn denied_target_is_a_kernel_failure_and_is_counted() {
     e.fp.spawn(4242, 1, 0, "/c1").unwrap();
     e.kernel.deny(4242);
     let err = e.run(CREATING, &Config::default()).unwrap_err();
-    assert_eq!(err.reason(), "kernel");
+    assert_eq!(err.reason().as_str(), "kernel");
     let text = crate::error::Chain(&err).to_string();
     assert!(text.contains("permission denied for process 4242"), "{text}");
     let store = Store::open(&e.dir.path().join("state/cache.db")).unwrap();
@@ -66,7 +66,7 @@ fn denied_target_is_a_kernel_failure_and_is_counted() {
 fn dead_target_is_reported() {
     let e = env();
     let err = e.run(CREATING, &Config::default()).unwrap_err();
-    assert_eq!(err.reason(), "target_gone");
+    assert_eq!(err.reason().as_str(), "target_gone");
 }
 
 #[test]
@@ -76,7 +76,7 @@ fn invalid_annotation_fails_closed_without_touching_the_kernel() {
     let cfg = Config { fail_closed: true, ..Config::default() };
     let bad = r#"{"id":"c1","status":"creating","pid":4242,"annotations":{"oci-coresched-hook/group":"a/b"}}"#;
     let err = e.run(bad, &cfg).unwrap_err();
-    assert_eq!(err.reason(), "invalid_annotation");
+    assert_eq!(err.reason().as_str(), "invalid_annotation");
     assert!(e.kernel.calls().is_empty(), "{:?}", e.kernel.calls());
     // Fail open: the container gets a cookie of its own.
     match e.run(bad, &Config::default()).unwrap() {
@@ -338,7 +338,7 @@ fn a_shim_that_cannot_be_wired_fails_after_the_containers_cookie_and_is_counted(
     e.kernel.deny(500);
     let done = e.run_under_shim(&pod_state("c1", 4242, ""), &Config::default()).unwrap();
     let Done::EnsuredThenFailed { outcome, error } = done else { panic!("{done:?}") };
-    assert_eq!(error.reason(), "shim");
+    assert_eq!(error.reason().as_str(), "shim");
     let text = crate::error::Chain(&error).to_string();
     assert!(text.contains("failed to give the shim of container c1's pod its group's cookie"), "{text}");
     assert!(text.contains("permission denied for process 500"), "{text}");

@@ -263,7 +263,7 @@ mod tests {
         let pod = PodMeta { id: "sb1", name: "web-0", uid: "uid-1", namespace: "tenant-a", annotations: &pa };
         let ctr = ContainerMeta { id: "c1", name: "app", annotations: &ca, cgroups_path: "" };
         let d = ContainerInput::from_pod(&pod, &ctr, 4242).decide(&Config::default()).unwrap();
-        assert_eq!(d.group.as_deref(), Some("tenant-a/web"), "{d:?}");
+        assert_eq!(d.group(), Some("tenant-a/web"), "{d:?}");
         assert_eq!(d.invalid, None);
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::{Config, QosRule};
+use crate::config::{Config, QOS_CLASSES, QosClass, QosRule};
 use crate::store::Labels;
 
 /// Our group annotation.
@@ -59,17 +59,47 @@ pub enum Lifecycle {
 }
 
 /// What the hook does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Give the init its group's cookie.
-    Ensure,
+    /// Give the init the cookie of `group`, and write `cpu.idle = 1` when `sched_idle`.
+    Ensure {
+        /// Group key in the cache (`<namespace>/<group>` when namespaced).
+        group: String,
+        /// Whether `cpu.idle` is written.
+        sched_idle: bool,
+    },
     /// Give the init cookie 0 (and leave any group).
     Clear,
     /// Remove the container from the cache.
     Forget,
     /// Do nothing.
     Skip,
+}
+
+/// An [`Action`] without its data: what `explain` prints as `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionKind {
+    /// [`Action::Ensure`].
+    Ensure,
+    /// [`Action::Clear`].
+    Clear,
+    /// [`Action::Forget`].
+    Forget,
+    /// [`Action::Skip`].
+    Skip,
+}
+
+impl Action {
+    /// The action without its data.
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Ensure { .. } => ActionKind::Ensure,
+            Action::Clear => ActionKind::Clear,
+            Action::Forget => ActionKind::Forget,
+            Action::Skip => ActionKind::Skip,
+        }
+    }
 }
 
 /// The container's core-scheduling policy.
@@ -100,7 +130,7 @@ pub struct Input<'a> {
 }
 
 /// The decision; its JSON form is what `explain` prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// What to do.
     pub action: Action,
@@ -110,15 +140,11 @@ pub struct Decision {
     pub pid: Option<i64>,
     /// Policy in force.
     pub policy: Policy,
-    /// Group key in the cache (`<namespace>/<group>` when namespaced).
-    pub group: Option<String>,
     /// Pod namespace, when known.
     pub namespace: Option<String>,
     /// QoS class whose rule applied: the container's own class, except that LSE follows LSR and
     /// a Guaranteed pod follows LSR or LS (see `reason`). `None` outside Kubernetes.
-    pub qos: Option<String>,
-    /// Whether `cpu.idle` is written.
-    pub sched_idle: bool,
+    pub qos: Option<QosClass>,
     /// Why.
     pub reason: String,
     /// An annotation that was rejected; the container then gets a cookie of its own.
@@ -126,16 +152,47 @@ pub struct Decision {
     /// Pod and container names for metrics labels. Not part of the decision proper: [`decide`]
     /// leaves them empty and `hook::decide` fills them from the same annotations; not printed by
     /// `explain`.
-    #[serde(skip)]
     pub pod: PodLabels,
     /// The input's `linux.cgroupsPath`, for the cgroup `cpu.idle` goes to
     /// ([`crate::cgroup::idle_target`]). Filled like `pod`, not printed by `explain`.
-    #[serde(skip)]
     pub cgroups_path: Option<String>,
     /// The container's pod sandbox, for the pod's shim ([`crate::shim`]). Filled like `pod`, not
     /// printed by `explain`.
-    #[serde(skip)]
     pub sandbox: SandboxRef,
+}
+
+/// The JSON form of a [`Decision`]: the action's kind, its group and `sched_idle` as fields of
+/// their own, in the order `explain` has always printed them.
+#[derive(Serialize)]
+struct DecisionJson<'a> {
+    action: ActionKind,
+    container_id: &'a str,
+    pid: Option<i64>,
+    policy: Policy,
+    group: Option<&'a str>,
+    namespace: Option<&'a str>,
+    qos: Option<QosClass>,
+    sched_idle: bool,
+    reason: &'a str,
+    invalid: Option<&'a str>,
+}
+
+impl Serialize for Decision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        DecisionJson {
+            action: self.action.kind(),
+            container_id: &self.container_id,
+            pid: self.pid,
+            policy: self.policy,
+            group: self.group(),
+            namespace: self.namespace.as_deref(),
+            qos: self.qos,
+            sched_idle: self.sched_idle(),
+            reason: &self.reason,
+            invalid: self.invalid.as_deref(),
+        }
+        .serialize(s)
+    }
 }
 
 /// A container's pod sandbox as its annotations name it.
@@ -172,6 +229,19 @@ pub struct PodLabels {
 }
 
 impl Decision {
+    /// The group of an ensure.
+    pub fn group(&self) -> Option<&str> {
+        match &self.action {
+            Action::Ensure { group, .. } => Some(group),
+            _ => None,
+        }
+    }
+
+    /// Whether an ensure writes `cpu.idle = 1`.
+    pub fn sched_idle(&self) -> bool {
+        matches!(self.action, Action::Ensure { sched_idle: true, .. })
+    }
+
     /// What the cache records for this container: its namespace and pod labels, with the init's
     /// cgroup as `/proc` gives it, and, when the decision has `sched_idle`, the cgroup whose
     /// `cpu.idle` is 1 ([`crate::cgroup::idle_target`]). The hook and a reload both record
@@ -179,7 +249,7 @@ impl Decision {
     pub fn labels(&self, cgroup: Option<String>) -> Labels {
         let idle_cgroup = cgroup
             .as_deref()
-            .filter(|_| self.sched_idle)
+            .filter(|_| self.sched_idle())
             .map(|cg| crate::cgroup::idle_target(cg, self.cgroups_path.as_deref()));
         Labels {
             cgroup,
@@ -324,7 +394,7 @@ pub fn kube_qos_from_cgroup(path: &str) -> Option<KubeQos> {
 #[derive(Debug, Clone, Copy)]
 enum QosSource {
     /// `koordinator.sh/qosClass` (LSE, LSR, LS or BE; SYSTEM never gets this far).
-    Koord(&'static str),
+    Koord(QosClass),
     /// The kubelet cgroup parent.
     Kube(KubeQos),
 }
@@ -336,27 +406,27 @@ enum QosSource {
 /// and "LSR enabled" means the config has a `[qos.LSR]` rule with `enable = true`, because here a
 /// class without a rule gets the enabled default rule, where in Koordinator it is off.
 /// Returns the class whose rule applies, the rule, and why, when that is not the class itself.
-fn rule_for(src: QosSource, config: &Config) -> (&'static str, QosRule, Option<&'static str>) {
+fn rule_for(src: QosSource, config: &Config) -> (QosClass, QosRule, Option<&'static str>) {
     match src {
-        QosSource::Koord("LSE") if !config.qos.contains_key("LSE") => (
-            "LSR",
-            config.rule("LSR"),
+        QosSource::Koord(QosClass::Lse) if !config.qos.contains_key(&QosClass::Lse) => (
+            QosClass::Lsr,
+            config.rule(QosClass::Lsr),
             Some("QoS class LSE follows the LSR rule (no [qos.LSE] in the config), as in Koordinator"),
         ),
         QosSource::Koord(class) => (class, config.rule(class), None),
-        QosSource::Kube(KubeQos::BestEffort) => ("BE", config.rule("BE"), None),
-        QosSource::Kube(KubeQos::Burstable) => ("LS", config.rule("LS"), None),
-        QosSource::Kube(KubeQos::Guaranteed) => match config.qos.get("LSR") {
+        QosSource::Kube(KubeQos::BestEffort) => (QosClass::Be, config.rule(QosClass::Be), None),
+        QosSource::Kube(KubeQos::Burstable) => (QosClass::Ls, config.rule(QosClass::Ls), None),
+        QosSource::Kube(KubeQos::Guaranteed) => match config.qos.get(&QosClass::Lsr) {
             Some(lsr) if lsr.enable => (
-                "LSR",
+                QosClass::Lsr,
                 *lsr,
                 Some(
                     "Guaranteed pod (kubelet cgroup parent) follows the LSR rule, as in Koordinator when LSR is enabled",
                 ),
             ),
             _ => (
-                "LS",
-                config.rule("LS"),
+                QosClass::Ls,
+                config.rule(QosClass::Ls),
                 Some("Guaranteed pod (kubelet cgroup parent) follows the LS rule: the config enables no [qos.LSR]"),
             ),
         },
@@ -370,14 +440,12 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         return Err(BadContainerId(truncate(input.container_id)));
     }
     let mut d = Decision {
-        action: Action::Ensure,
+        action: Action::Skip, // every path below says what to do
         container_id: input.container_id.to_string(),
         pid: input.pid,
         policy: Policy::Default,
-        group: None,
         namespace: None,
         qos: None,
-        sched_idle: false,
         reason: String::new(),
         invalid: None,
         pod: PodLabels::default(),
@@ -408,7 +476,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
             system = true;
             None
         }
-        Some((_, q)) => match ["LSE", "LSR", "LS", "BE"].into_iter().find(|c| *c == q) {
+        Some((_, q)) => match QOS_CLASSES.into_iter().find(|c| c.as_str() == q) {
             Some(c) => Some(QosSource::Koord(c)),
             None => {
                 problems.push(InvalidAnnotation::QosClass(truncate(q)));
@@ -418,9 +486,9 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         None => input.cgroups_path.and_then(kube_qos_from_cgroup).map(QosSource::Kube),
     };
     let chosen = source.map(|s| rule_for(s, config));
-    let qos = if system { Some("SYSTEM") } else { chosen.map(|(class, ..)| class) };
+    let qos = if system { Some(QosClass::System) } else { chosen.map(|(class, ..)| class) };
     let why = chosen.and_then(|(.., why)| why);
-    d.qos = qos.map(str::to_string);
+    d.qos = qos;
 
     // Policy: ours, else Koordinator's (an empty value counts as unset).
     let policy_ann = first_set(ann, &[ANN_POLICY, KOORD_POLICY]);
@@ -466,7 +534,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
         Some(why) => format!("{reason}; {why}"),
         None => reason,
     };
-    d.sched_idle = rule.sched_idle;
+    let sched_idle = rule.sched_idle;
 
     let ns_prefix = |key: String, scoped: bool| match (&d.namespace, scoped) {
         (Some(ns), true) => format!("{ns}/{key}"),
@@ -476,14 +544,16 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
 
     if !problems.is_empty() {
         d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-        d.group = Some(ns_prefix(own, true));
+        d.action = Action::Ensure { group: ns_prefix(own, true), sched_idle };
         d.reason = "invalid annotation: the container gets a cookie of its own".into();
         return Ok(d);
     }
     if !rule.enable {
-        d.action = Action::Clear;
-        d.sched_idle = false; // `cpu.idle` is only written on an ensure
-        d.reason = with_why(format!("core scheduling is disabled for QoS class {} by the config", qos.unwrap_or("-")));
+        d.action = Action::Clear; // `cpu.idle` is only written on an ensure
+        d.reason = with_why(format!(
+            "core scheduling is disabled for QoS class {} by the config",
+            qos.map_or("-", QosClass::as_str)
+        ));
         return Ok(d);
     }
     let pod = |keys: &[&'static str]| -> Result<Option<String>, InvalidAnnotation> {
@@ -496,7 +566,6 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     let (key, reason) = match d.policy {
         Policy::None => {
             d.action = Action::Clear;
-            d.sched_idle = false;
             d.reason = "policy none: the container runs without a cookie".into();
             return Ok(d);
         }
@@ -534,7 +603,7 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     };
     if !problems.is_empty() {
         d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-        d.group = Some(ns_prefix(own, true));
+        d.action = Action::Ensure { group: ns_prefix(own, true), sched_idle };
         d.reason = "invalid annotation: the container gets a cookie of its own".into();
         return Ok(d);
     }
@@ -545,9 +614,9 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
     if rule.core_expeller {
         // Internal keys end in an id, and ids may contain '-': ":expeller" cannot collide with one.
         group.push_str(if named { EXPELLER_SUFFIX } else { INTERNAL_EXPELLER_SUFFIX });
-        reason.push_str(&format!(", expeller group of QoS class {}", qos.unwrap_or("-")));
+        reason.push_str(&format!(", expeller group of QoS class {}", qos.map_or("-", QosClass::as_str)));
     }
-    d.group = Some(group);
+    d.action = Action::Ensure { group, sched_idle };
     d.reason = with_why(reason);
     Ok(d)
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
-use crate::config::QosRule;
+use crate::config::{QosClass, QosRule};
 
 const NS: &str = "io.kubernetes.pod.namespace";
 const NS_CRI: &str = "io.kubernetes.cri.sandbox-namespace";
@@ -34,9 +34,9 @@ fn cfg_cross() -> Config {
 /// Koordinator-like NodeSLO: LSR and LS expel, BE runs sched_idle, LSE plain.
 fn cfg_koord() -> Config {
     let mut c = Config::default();
-    c.qos.insert("LSR".into(), rule(true, true, false));
-    c.qos.insert("LS".into(), rule(true, true, false));
-    c.qos.insert("BE".into(), rule(true, false, true));
+    c.qos.insert(QosClass::Lsr, rule(true, true, false));
+    c.qos.insert(QosClass::Ls, rule(true, true, false));
+    c.qos.insert(QosClass::Be, rule(true, false, true));
     c
 }
 
@@ -47,29 +47,29 @@ fn cfg_koord_cross() -> Config {
 /// LSR expels and LS is plain, so which of the two rules applied shows in the group.
 fn cfg_lsr() -> Config {
     let mut c = Config::default();
-    c.qos.insert("LSR".into(), rule(true, true, false));
+    c.qos.insert(QosClass::Lsr, rule(true, true, false));
     c
 }
 
 /// LSR disabled, LS expels: a Guaranteed pod falls back to the LS rule.
 fn cfg_lsr_off() -> Config {
     let mut c = Config::default();
-    c.qos.insert("LSR".into(), rule(false, false, false));
-    c.qos.insert("LS".into(), rule(true, true, false));
+    c.qos.insert(QosClass::Lsr, rule(false, false, false));
+    c.qos.insert(QosClass::Ls, rule(true, true, false));
     c
 }
 
 /// An explicit LSE rule (not in Koordinator's NodeSLO) that differs from the LSR one.
 fn cfg_lse() -> Config {
     let mut c = cfg_lsr();
-    c.qos.insert("LSE".into(), rule(true, false, true));
+    c.qos.insert(QosClass::Lse, rule(true, false, true));
     c
 }
 
 /// BE disabled (with sched_idle still asked for), LS plain.
 fn cfg_be_off() -> Config {
     let mut c = Config::default();
-    c.qos.insert("BE".into(), rule(false, false, true));
+    c.qos.insert(QosClass::Be, rule(false, false, true));
     c
 }
 
@@ -85,7 +85,7 @@ struct Row {
     ann: Vec<(&'static str, String)>,
     cgroup: Option<&'static str>,
     cfg: fn() -> Config,
-    action: Action,
+    action: ActionKind,
     policy: Policy,
     group: Option<&'static str>,
     namespace: Option<&'static str>,
@@ -106,7 +106,7 @@ impl Row {
             ann: Vec::new(),
             cgroup: None,
             cfg: cfg_default,
-            action: Action::Ensure,
+            action: ActionKind::Ensure,
             policy: Policy::Default,
             group: Some("container:c1"),
             namespace: None,
@@ -139,7 +139,7 @@ impl Row {
         self.cfg = f;
         self
     }
-    fn action(mut self, a: Action) -> Self {
+    fn action(mut self, a: ActionKind) -> Self {
         self.action = a;
         self
     }
@@ -173,11 +173,11 @@ impl Row {
     }
     /// Clear: no group.
     fn clear(self) -> Self {
-        self.action(Action::Clear).no_group()
+        self.action(ActionKind::Clear).no_group()
     }
     /// Skip: no group.
     fn skip(self) -> Self {
-        self.action(Action::Skip).no_group()
+        self.action(ActionKind::Skip).no_group()
     }
     /// An invalid annotation: the container's own key in namespace `tenant-a`.
     fn own_invalid(self, s: &'static str) -> Self {
@@ -186,7 +186,7 @@ impl Row {
 }
 
 fn rows() -> Vec<Row> {
-    use Action as A;
+    use ActionKind as A;
     use Lifecycle as L;
     use Policy as P;
     vec![
@@ -736,7 +736,8 @@ fn decision_table() {
                 continue;
             }
         };
-        let got = (d.action, d.policy, d.group.as_deref(), d.namespace.as_deref(), d.qos.as_deref(), d.sched_idle);
+        let got =
+            (d.action.kind(), d.policy, d.group(), d.namespace.as_deref(), d.qos.map(QosClass::as_str), d.sched_idle());
         let want = (row.action, row.policy, row.group, row.namespace, row.qos, row.sched_idle);
         if got != want {
             failures.push(format!("{}:\n   got {got:?}\n  want {want:?}\n  decision {d:?}", row.name));
@@ -786,7 +787,7 @@ fn bad_container_ids_are_errors() {
             cgroups_path: None,
         };
         let d = decide(&input, &Config::default()).unwrap();
-        assert_eq!(d.group, Some(format!("container:{id}")));
+        assert_eq!(d.group(), Some(format!("container:{id}").as_str()));
     }
 }
 
@@ -836,7 +837,7 @@ fn reason_names_the_rule_followed() {
     let ann = annotations(&[(NS, "tenant-a".into()), (SB, "sb1".into())]);
     let lse = annotations(&[(NS, "tenant-a".into()), (SB, "sb1".into()), (KOORD_QOS, "LSE".into())]);
     let mut ls_disabled = cfg_lsr();
-    ls_disabled.qos.insert("LS".into(), rule(false, false, false));
+    ls_disabled.qos.insert(QosClass::Ls, rule(false, false, false));
     type Case<'a> = (&'a BTreeMap<String, String>, Option<&'a str>, fn() -> Config, &'a str);
     let cases: [Case<'_>; 6] = [
         (
@@ -888,12 +889,12 @@ fn reason_names_the_rule_followed() {
         annotations: &ann,
         cgroups_path: Some(GUARANTEED_PATH),
     };
-    assert_eq!(decide(&guaranteed, &ls_disabled).unwrap().action, Action::Ensure);
+    assert_eq!(decide(&guaranteed, &ls_disabled).unwrap().action.kind(), ActionKind::Ensure);
     // A disabled rule says which class's rule cleared the cookie, and why that one.
     let mut lsr_clear = Config::default();
-    lsr_clear.qos.insert("LSR".into(), rule(false, false, false));
+    lsr_clear.qos.insert(QosClass::Lsr, rule(false, false, false));
     let d = decide(&Input { annotations: &lse, cgroups_path: None, ..guaranteed }, &lsr_clear).unwrap();
-    assert_eq!(d.action, Action::Clear);
+    assert_eq!(d.action.kind(), ActionKind::Clear);
     assert_eq!(
         d.reason,
         "core scheduling is disabled for QoS class LSR by the config; QoS class LSE follows the LSR rule \
@@ -1067,12 +1068,12 @@ fn property_no_group_crosses_namespaces_unless_allowed() {
             };
             let d = decide(&input, &cfg).unwrap_or_else(|e| panic!("{cfg_name} #{i}: {e}"));
             let ctx = || format!("{cfg_name} #{i}: {:?} → {d:?}", g.ann);
-            if d.action != Action::Ensure {
-                assert_eq!(d.group, None, "{}", ctx());
+            if d.action.kind() != ActionKind::Ensure {
+                assert_eq!(d.group(), None, "{}", ctx());
                 continue;
             }
             ensured += 1;
-            let group = d.group.clone().unwrap_or_else(|| panic!("ensure without group: {}", ctx()));
+            let group = d.group().map(str::to_string).unwrap_or_else(|| panic!("ensure without group: {}", ctx()));
             tenants.entry(group.clone()).or_default().insert(tenant(&g.ann));
             // A known namespace scopes every key but a named group under the cross-namespace flag.
             let rest = match &d.namespace {
@@ -1130,31 +1131,31 @@ fn property_invalid_means_own_key() {
                     Some(ns) => format!("{ns}/container:{}", g.container_id),
                     None => format!("container:{}", g.container_id),
                 };
-                assert_eq!(d.action, Action::Ensure, "{}", ctx());
-                assert_eq!(d.group.as_deref(), Some(own.as_str()), "{}", ctx());
+                assert_eq!(d.action.kind(), ActionKind::Ensure, "{}", ctx());
+                assert_eq!(d.group(), Some(own.as_str()), "{}", ctx());
             }
             // A namespace annotation that was not accepted is a problem, never silently dropped.
-            if tenant(&g.ann).is_some() && d.namespace.is_none() && d.action == Action::Ensure {
+            if tenant(&g.ann).is_some() && d.namespace.is_none() && d.action.kind() == ActionKind::Ensure {
                 assert!(d.invalid.is_some(), "namespace dropped without invalid: {}", ctx());
             }
             // SYSTEM is never touched while the container runs.
             if g.ann.get(KOORD_QOS).map(String::as_str) == Some("SYSTEM") && g.lifecycle == Lifecycle::Ensure {
-                assert_eq!(d.action, Action::Skip, "{}", ctx());
+                assert_eq!(d.action.kind(), ActionKind::Skip, "{}", ctx());
             }
             // No pid to act on: never touched.
             if g.lifecycle == Lifecycle::Ensure && g.pid.is_none_or(|p| p <= 1) {
-                assert_eq!(d.action, Action::Skip, "{}", ctx());
+                assert_eq!(d.action.kind(), ActionKind::Skip, "{}", ctx());
             }
             // sched_idle only ever when the class's rule asks for it.
-            if d.sched_idle {
-                assert_eq!(d.action, Action::Ensure, "cpu.idle is only written on an ensure: {}", ctx());
-                let q = d.qos.as_deref().unwrap_or_else(|| panic!("sched_idle without QoS: {}", ctx()));
+            if d.sched_idle() {
+                assert_eq!(d.action.kind(), ActionKind::Ensure, "cpu.idle is only written on an ensure: {}", ctx());
+                let q = d.qos.unwrap_or_else(|| panic!("sched_idle without QoS: {}", ctx()));
                 assert!(cfg.rule(q).sched_idle, "{}", ctx());
             }
             match g.lifecycle {
-                Lifecycle::Forget => assert_eq!(d.action, Action::Forget, "{}", ctx()),
-                Lifecycle::Skip => assert_eq!(d.action, Action::Skip, "{}", ctx()),
-                Lifecycle::Ensure => assert_ne!(d.action, Action::Forget, "{}", ctx()),
+                Lifecycle::Forget => assert_eq!(d.action.kind(), ActionKind::Forget, "{}", ctx()),
+                Lifecycle::Skip => assert_eq!(d.action.kind(), ActionKind::Skip, "{}", ctx()),
+                Lifecycle::Ensure => assert_ne!(d.action.kind(), ActionKind::Forget, "{}", ctx()),
             }
         }
     }
@@ -1222,9 +1223,12 @@ fn json_shape() {
     assert!(v["invalid"].as_str().is_some_and(|s| s.contains("x:y")));
 
     // Enum values are the lowercase variant names.
-    for (a, s) in
-        [(Action::Ensure, "ensure"), (Action::Clear, "clear"), (Action::Forget, "forget"), (Action::Skip, "skip")]
-    {
+    for (a, s) in [
+        (ActionKind::Ensure, "ensure"),
+        (ActionKind::Clear, "clear"),
+        (ActionKind::Forget, "forget"),
+        (ActionKind::Skip, "skip"),
+    ] {
         assert_eq!(serde_json::to_value(a).unwrap(), s);
     }
     for (p, s) in [(Policy::Default, "default"), (Policy::Exclusive, "exclusive"), (Policy::None, "none")] {

@@ -98,6 +98,8 @@ struct Candidate {
     c: RuntimeContainer,
     root: PathBuf,
     decision: Decision,
+    /// The group its decision ensures it into.
+    group: String,
     task: TaskId,
     cookie: Cookie,
 }
@@ -199,7 +201,8 @@ pub fn reload<K: CoreSched>(
                     continue;
                 }
             };
-            if decision.action == Action::Clear {
+            // Skip and Forget went above: without a group, the decision is a clear.
+            let Some(group) = decision.group().map(str::to_string) else {
                 let reason = if cookie == 0 {
                     format!("{} (cookie 0, as it should be)", decision.reason)
                 } else {
@@ -215,7 +218,7 @@ pub fn reload<K: CoreSched>(
                 }
                 report.skipped.push(skip(reason));
                 continue;
-            }
+            };
             if cookie == 0 {
                 // Nothing to share from, and its group is only a guess: a container that the NRI
                 // plugin did not adjust (started while it was away, or the plugin's own) carries
@@ -224,11 +227,11 @@ pub fn reload<K: CoreSched>(
                 report.skipped.push(skip(format!(
                     "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
                      runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
-                    decision.group.as_deref().unwrap_or("-")
+                    group
                 )));
                 continue;
             }
-            candidates.push(Candidate { c, root: root.path.clone(), decision, task, cookie });
+            candidates.push(Candidate { c, root: root.path.clone(), decision, group, task, cookie });
         }
     }
 
@@ -237,7 +240,7 @@ pub fn reload<K: CoreSched>(
     candidates.sort_by_key(|k| (k.task.start_time, k.task.pid));
     let mut groups = BTreeSet::new();
     for k in &candidates {
-        let group = k.decision.group.clone().unwrap_or_else(|| format!("container:{}", k.c.id));
+        let group = k.group.clone();
         let previous = store.member(&k.c.id)?;
         let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
         store.upsert_member(&Member {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::Chain;
+use crate::error::{Chain, FailureReason};
 use crate::kernel::Cookie;
 use crate::procfs::Pid;
 
@@ -538,10 +538,10 @@ impl Store {
     }
 
     /// Counts one hook failure by reason.
-    pub fn count_failure(&self, reason: &str) -> Result<(), StoreError> {
+    pub fn count_failure(&self, reason: FailureReason) -> Result<(), StoreError> {
         self.conn
             .prepare_cached("INSERT INTO failures (reason, count) VALUES (?1, 1) ON CONFLICT (reason) DO UPDATE SET count = count + 1")
-            .and_then(|mut s| s.execute([reason]))
+            .and_then(|mut s| s.execute([reason.as_str()]))
             .map(drop)
             .map_err(|e| self.err(e))
     }

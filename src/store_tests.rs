@@ -295,11 +295,11 @@ fn counters() {
     let web = s.groups().unwrap().into_iter().find(|g| g.key == "web").unwrap();
     assert_eq!((web.ok, web.failed), (2, 1));
 
-    s.count_failure("lock-timeout").unwrap();
-    s.count_failure("kernel").unwrap();
-    s.count_failure("lock-timeout").unwrap();
-    s.count_failure("lock-timeout").unwrap();
-    assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 1), ("lock-timeout".to_string(), 3)]);
+    s.count_failure(FailureReason::LockTimeout).unwrap();
+    s.count_failure(FailureReason::Kernel).unwrap();
+    s.count_failure(FailureReason::LockTimeout).unwrap();
+    s.count_failure(FailureReason::LockTimeout).unwrap();
+    assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 1), ("lock_timeout".to_string(), 3)]);
 }
 
 #[test]
@@ -314,7 +314,7 @@ fn transactions_commit_and_roll_back() {
     let failed: Result<(), StoreError> = s.transaction(|s| {
         s.upsert_member(&member("a2", "web", 102, 12))?;
         s.remove_member("a1")?;
-        s.count_failure("x")?;
+        s.count_failure(FailureReason::Verify)?;
         Err(StoreError::Quarantine { path: "x".into(), source: std::io::ErrorKind::Other.into() })
     });
     assert!(failed.is_err());
@@ -334,7 +334,7 @@ fn populate(s: &Store) {
     s.set_cookie("a2", 0x4242).unwrap();
     s.count("tenant-a/web", true).unwrap();
     s.count("tenant-b/pod:sb1", false).unwrap();
-    s.count_failure("kernel").unwrap();
+    s.count_failure(FailureReason::Kernel).unwrap();
 }
 
 #[test]
@@ -360,7 +360,7 @@ fn reopen_keeps_data() {
 
     // Two connections in turn (as two hooks under the lock) see each other's writes.
     let s1 = Store::open(&path).unwrap();
-    s1.count_failure("lock-timeout").unwrap();
+    s1.count_failure(FailureReason::LockTimeout).unwrap();
     drop(s1);
     let s2 = Store::open(&path).unwrap();
     assert_eq!(s2.failures().unwrap().len(), 2);

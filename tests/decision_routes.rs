@@ -191,7 +191,7 @@ fn a_forged_namespace_on_the_container_changes_no_route() {
     let dir = tempfile::tempdir().unwrap();
     let got = decisions(dir.path(), &CASES[1], &Config::default());
     for (route, d) in got {
-        assert_eq!(d.group.as_deref(), Some("tenant-a/web"), "{route}: {d:?}");
+        assert_eq!(d.group(), Some("tenant-a/web"), "{route}: {d:?}");
         assert_eq!(d.invalid, None, "{route}: {d:?}");
     }
 }

@@ -7,6 +7,7 @@
 
 use std::io;
 
+use crate::error::FailureReason;
 use crate::procfs::Pid;
 
 mod relay;
@@ -76,16 +77,18 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// Short, stable reason used as a metrics label.
-    pub fn reason(&self) -> &'static str {
+    /// The metrics label of this failure.
+    pub fn reason(&self) -> FailureReason {
         match self {
-            EngineError::Kernel { source, .. } if source.is_unsupported() => "unsupported",
-            EngineError::Kernel { .. } => "kernel",
-            EngineError::Store(_) => "cache",
-            EngineError::Proc { .. } => "proc",
-            EngineError::TargetGone(_) => "target_gone",
-            EngineError::Verify { .. } => "verify",
-            EngineError::NoZeroSource | EngineError::Unstable { .. } | EngineError::RelayPanicked => "kernel",
+            EngineError::Kernel { source, .. } if source.is_unsupported() => FailureReason::Unsupported,
+            EngineError::Kernel { .. } => FailureReason::Kernel,
+            EngineError::Store(_) => FailureReason::Cache,
+            EngineError::Proc { .. } => FailureReason::Proc,
+            EngineError::TargetGone(_) => FailureReason::TargetGone,
+            EngineError::Verify { .. } => FailureReason::Verify,
+            EngineError::NoZeroSource | EngineError::Unstable { .. } | EngineError::RelayPanicked => {
+                FailureReason::Kernel
+            }
         }
     }
 }

@@ -129,7 +129,7 @@ pub fn catch_up<K: CoreSched>(
             s.skipped += 1;
             continue;
         }
-        let group = decision.group.as_deref().unwrap_or("-");
+        let group = decision.group().unwrap_or("-");
         // A long-running process: its threads keep cookie 0, so each share gets a fresh thread.
         let proof = shim_proof(pod, pid, task_root);
         match hook::run_with(&decision, config, sys, RelayOn::FreshThread, proof) {

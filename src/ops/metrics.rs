@@ -255,9 +255,9 @@ mod tests {
         store.count("tenant-a/web", true).unwrap();
         store.count("tenant-a/web", false).unwrap();
         store.count("tenant-a/pod:sb\"1", true).unwrap();
-        store.count_failure("kernel").unwrap();
-        store.count_failure("lock_timeout").unwrap();
-        store.count_failure("lock_timeout").unwrap();
+        store.count_failure(crate::error::FailureReason::Kernel).unwrap();
+        store.count_failure(crate::error::FailureReason::LockTimeout).unwrap();
+        store.count_failure(crate::error::FailureReason::LockTimeout).unwrap();
         Seeded { _dir: dir, proc, kernel, store, web }
     }
 

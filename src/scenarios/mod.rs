@@ -272,7 +272,10 @@ fn invalid_group_gets_own_cookie(w: &mut World) {
 
 fn sched_idle_is_written_for_its_class(w: &mut World) {
     let mut cfg = w.config.clone();
-    cfg.qos.insert("BE".into(), crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true });
+    cfg.qos.insert(
+        crate::config::QosClass::Be,
+        crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true },
+    );
     w.config = cfg;
     let pid = w.spawn("c1");
     let cg = w.proc.cgroup(pid).unwrap().expect("cgroup of child");
@@ -289,7 +292,10 @@ fn sched_idle_is_written_for_its_class(w: &mut World) {
 /// stays, so the next member of the group shares it and `list` shows both.
 fn sched_idle_failure_keeps_the_membership(w: &mut World) {
     let mut cfg = w.config.clone();
-    cfg.qos.insert("BE".into(), crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true });
+    cfg.qos.insert(
+        crate::config::QosClass::Be,
+        crate::config::QosRule { enable: true, core_expeller: false, sched_idle: true },
+    );
     w.config = cfg;
     let be = [(GROUP, "batch"), ("koordinator.sh/qosClass", "BE")];
     let p1 = w.spawn("c1");
@@ -297,7 +303,7 @@ fn sched_idle_failure_keeps_the_membership(w: &mut World) {
     std::fs::create_dir_all(w.cgroup_root().join(cg.trim_start_matches('/'))).unwrap();
     let (out, error) = ensured_then_failed(w.create_runtime("c1", p1, &be));
     assert_eq!(out.via, Via::Created);
-    assert_eq!(error.reason(), "cgroup");
+    assert_eq!(error.reason().as_str(), "cgroup");
     assert!(error.to_string().starts_with("failed to set cpu.idle: "), "{error}");
     let c1 = w.cookie(p1);
     assert_ne!(c1, 0, "the cookie is set before cpu.idle is written");
