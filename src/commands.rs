@@ -117,7 +117,7 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
         cgroup_root: sys.cgroup_root.clone(),
     };
-    crate::follow::run(&opts, &sys.kernel, &sys.proc, || {
+    crate::follow::run(&opts, &sys.kernel, &sys.proc, || -> anyhow::Result<usize> {
         if !StateDir::has_cache(&sys.state_dir)? {
             return Ok(0);
         }
@@ -131,7 +131,8 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
             log::info!("reconcile --follow: the sweep gave {} processes their group's cookie", report.fixed());
         }
         Ok(report.fixed())
-    })
+    })?;
+    Ok(())
 }
 
 fn reconcile_once(sys: &System, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {

@@ -54,6 +54,14 @@ pub const METRICS_FILE: &str = "follow.prom";
 /// How often the `cpu.idle` of `sched_idle` members is looked at.
 pub const IDLE_EVERY: Duration = Duration::from_secs(5);
 
+/// Why the follower could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The SIGTERM handler could not be installed.
+    #[error("failed to install the SIGTERM handler")]
+    Signals(#[source] std::io::Error),
+}
+
 /// What happened to one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -306,13 +314,13 @@ fn open_events(fallback: Duration) -> Option<ProcConnector> {
 
 /// Runs until SIGTERM or SIGINT. `sweep` is one full `reconcile` (it takes the lock itself) and
 /// returns the processes it fixed.
-pub fn run<K: CoreSched>(
+pub fn run<K: CoreSched, E: std::fmt::Display>(
     opts: &Options,
     kernel: &K,
     proc: &ProcFs,
-    mut sweep: impl FnMut() -> anyhow::Result<usize>,
-) -> anyhow::Result<()> {
-    crate::signals::install().map_err(|e| anyhow::anyhow!(e).context("failed to install the SIGTERM handler"))?;
+    mut sweep: impl FnMut() -> Result<usize, E>,
+) -> Result<(), FollowError> {
+    crate::signals::install().map_err(FollowError::Signals)?;
     let db = opts.state_dir.join(crate::statedir::DB_FILE);
     let metrics = opts.state_dir.join(METRICS_FILE);
     let mut f = Follower::new(kernel, proc);

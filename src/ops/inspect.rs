@@ -8,6 +8,7 @@ use crate::procfs::Pid;
 use crate::kernel::{CookieHex, CoreSched};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Store;
+use super::OpsError;
 
 /// One thread's cookie.
 #[derive(Debug, Serialize)]
@@ -49,11 +50,12 @@ pub struct Report {
 }
 
 /// Builds the report.
-pub fn inspect<K: CoreSched>(pid: Pid, kernel: &K, proc: &ProcFs, store: Option<&Store>) -> anyhow::Result<Report> {
-    let me = proc.task(pid)?.ok_or_else(|| anyhow::anyhow!("failed to inspect pid {pid}: no such process"))?;
-    let leader = kernel.get(pid).map_err(|e| anyhow::anyhow!("failed to read the cookie of pid {pid}: {e}"))?;
+pub fn inspect<K: CoreSched>(pid: Pid, kernel: &K, proc: &ProcFs, store: Option<&Store>) -> Result<Report, OpsError> {
+    let proc_err = |source| OpsError::Proc { pid, source };
+    let me = proc.task(pid).map_err(proc_err)?.ok_or(OpsError::NoSuchProcess(pid))?;
+    let leader = kernel.get(pid).map_err(|source| OpsError::Kernel { pid, source })?;
     let mut threads = Vec::new();
-    for tid in proc.threads(pid)? {
+    for tid in proc.threads(pid).map_err(proc_err)? {
         // A thread may exit between listing and GET; skip it rather than fail.
         if let Ok(c) = kernel.get(tid) {
             threads.push(ThreadCookie { tid, cookie: CookieHex(c).to_string() });

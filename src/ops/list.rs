@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::kernel::{CookieHex, CoreSched};
 use crate::membership::{self, State};
 use crate::procfs::ProcFs;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// One member as listed.
 #[derive(Debug, Serialize)]
@@ -43,7 +43,7 @@ pub struct GroupView {
 }
 
 /// Builds the listing.
-pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> anyhow::Result<Vec<GroupView>> {
+pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<Vec<GroupView>, StoreError> {
     let members = store.all_members()?;
     let mut out = Vec::new();
     for g in store.groups()? {

@@ -10,8 +10,42 @@ pub mod reconcile;
 use std::path::Path;
 
 use crate::procfs::ProcFs;
-use crate::statedir::{LockGuard, StateDir};
+use crate::kernel::KernelError;
+use crate::procfs::Pid;
+use crate::statedir::{DirError, LockGuard, StateDir};
 use crate::store::{Store, StoreError};
+
+/// Why an operator command's read of the cache or of a process failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The state dir or its lock.
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    /// The cache.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `/proc` of a process could not be read.
+    #[error("failed to read /proc for pid {pid}")]
+    Proc {
+        /// The process.
+        pid: Pid,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No such process.
+    #[error("failed to inspect pid {0}: no such process")]
+    NoSuchProcess(Pid),
+    /// A cookie could not be read.
+    #[error("failed to read the cookie of pid {pid}")]
+    Kernel {
+        /// The process.
+        pid: Pid,
+        /// Why.
+        #[source]
+        source: KernelError,
+    },
+}
 
 /// Opens the cache under the lock for reading, without creating anything: `None` when there is
 /// no state dir or no database yet; an error when the state dir is unusable. Applies the deferred
@@ -21,14 +55,14 @@ pub fn open_existing(
     state_dir: &Path,
     proc: &ProcFs,
     timeout: std::time::Duration,
-) -> anyhow::Result<Option<(LockGuard, Store)>> {
+) -> Result<Option<(LockGuard, Store)>, OpsError> {
     let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
     if !dir.db_path().exists() {
         return Ok(None);
     }
     let lock = dir.lock(timeout)?;
-    let store = Store::open(&dir.db_path()).map_err(|e: StoreError| anyhow::anyhow!(e))?;
-    crate::stopped::apply_now(dir.path(), &store, proc).map_err(|e| anyhow::anyhow!(e))?;
+    let store = Store::open(&dir.db_path())?;
+    crate::stopped::apply_now(dir.path(), &store, proc)?;
     Ok(Some((lock, store)))
 }
 
