@@ -207,6 +207,9 @@ usr/share/doc/$PKG/examples/containerd/config-1.7-nri.toml|-rw-r--r--
 usr/share/doc/$PKG/examples/containerd/config-2.x-nri.toml|-rw-r--r--
 EOF
     for m in "${MANS[@]}"; do echo "usr/share/man/man1/$m|-rw-r--r--"; done
+    # README's links: the docs pages and the changelog, beside it.
+    echo "usr/share/doc/$PKG/CHANGELOG.md|-rw-r--r--"
+    for d in "$ROOT"/docs/*.md; do echo "usr/share/doc/$PKG/docs/${d##*/}|-rw-r--r--"; done
 }
 # compare_listing NAME FILE: FILE has "mode owner path" lines
 compare_listing() {
