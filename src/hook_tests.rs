@@ -18,7 +18,8 @@ fn env() -> Env {
 }
 
 impl Env {
-    fn run(&self, json: &str, config: &Config) -> Result<Done, HookError> {
+    /// The decision for the OCI state `json` and the system the hook runs against.
+    fn setup(&self, json: &str, config: &Config) -> (Decision, System<&FakeKernel>) {
         let state = parse_state(json.as_bytes()).unwrap();
         let d = decide(&state, None, config).unwrap();
         let sys = System {
@@ -27,6 +28,11 @@ impl Env {
             cgroup_root: self.dir.path().join("cg"),
             state_dir: self.dir.path().join("state"),
         };
+        (d, sys)
+    }
+
+    fn run(&self, json: &str, config: &Config) -> Result<Done, HookError> {
+        let (d, sys) = self.setup(json, config);
         run(&d, config, &sys)
     }
 }
@@ -273,14 +279,7 @@ fn in_a_pod() -> Env {
 impl Env {
     /// The hook as runc runs it under the pod's shim.
     fn run_under_shim(&self, json: &str, config: &Config) -> Result<Done, HookError> {
-        let state = parse_state(json.as_bytes()).unwrap();
-        let d = decide(&state, None, config).unwrap();
-        let sys = System {
-            kernel: &self.kernel,
-            proc: self.fp.procfs(),
-            cgroup_root: self.dir.path().join("cg"),
-            state_dir: self.dir.path().join("state"),
-        };
+        let (d, sys) = self.setup(json, config);
         run_with(&d, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(600))
     }
 

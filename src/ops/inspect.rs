@@ -5,10 +5,10 @@ use serde::Serialize;
 
 use crate::procfs::Pid;
 
+use super::OpsError;
 use crate::kernel::{CookieHex, CoreSched};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Store;
-use super::OpsError;
 
 /// One thread's cookie.
 #[derive(Debug, Serialize)]

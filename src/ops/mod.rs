@@ -9,9 +9,9 @@ pub mod reconcile;
 
 use std::path::Path;
 
-use crate::procfs::ProcFs;
 use crate::kernel::KernelError;
 use crate::procfs::Pid;
+use crate::procfs::ProcFs;
 use crate::statedir::{DirError, LockGuard, StateDir};
 use crate::store::{Store, StoreError};
 

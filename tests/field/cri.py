@@ -426,22 +426,28 @@ def scenarios(cri):
           gc.returncode == 0 and not shim_rows(), f"{gc.stdout}{gc.stderr}{shim_rows()}")
 
 
+def guarded(what, cri, body):
+    """Runs body(): a crash is a failure with its cause, never a silent pass, and the pods it
+    left on the node are stopped and removed."""
+    try:
+        body()
+    except Exception as e:
+        import traceback
+
+        bad(f"{what} aborted: {type(e).__name__}", traceback.format_exc())
+        try:
+            note(f"after the abort: {cri.remove_all_pods()} pods left on the node stopped and removed")
+        except Exception as e2:  # noqa: BLE001 - the abort above is the failure; this only says why cleanup failed too
+            note(f"after the abort: failed to remove the pods left on the node: {e2}")
+
+
 def main():
     gen = sys.argv[1]
     t0 = time.monotonic()
     pb = compile_proto(gen)
     note(f"compiled CRI api.proto in {time.monotonic() - t0:.1f} s")
     cri = Cri(pb)
-    try:
-        scenarios(cri)
-    except Exception as e:  # a crash is a failure with its cause, never a silent pass
-        import traceback
-
-        bad(f"containerd scenarios aborted: {type(e).__name__}", traceback.format_exc())
-        try:
-            note(f"after the abort: {cri.remove_all_pods()} pods left on the node stopped and removed")
-        except Exception as e2:  # noqa: BLE001 - the abort above is the failure; this only says why cleanup failed too
-            note(f"after the abort: failed to remove the pods left on the node: {e2}")
+    guarded("containerd scenarios", cri, lambda: scenarios(cri))
     per = {}
     for method, secs in cri.timings:
         per.setdefault(method, []).append(secs)

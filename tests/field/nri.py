@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cri as base  # noqa: E402  (the CRI client, coresched reader, TAP counters)
 
-from cri import G, P, bad, cached, check, coresched, note, wait_for  # noqa: E402
+from cri import G, P, cached, check, coresched, note, wait_for  # noqa: E402
 
 NRI_UNIT = "oci-coresched-hook-nri.service"
 NRI_SOCKET = "/var/run/nri/nri.sock"
@@ -289,15 +289,7 @@ def main():
     note("plugin command (the unit's ExecStart): " + plugin.prop("ExecStart"))
     without = []  # CreateContainer times with NRI on but no plugin connected
     try:
-        scenarios(cri, plugin, containerd, without)
-    except Exception as e:  # a crash is a failure with its cause, never a silent pass
-        import traceback
-
-        bad(f"containerd NRI scenarios aborted: {type(e).__name__}", traceback.format_exc())
-        try:
-            note(f"after the abort: {cri.remove_all_pods()} pods left on the node stopped and removed")
-        except Exception as e2:  # noqa: BLE001 - the abort above is the failure; this only says why cleanup failed too
-            note(f"after the abort: failed to remove the pods left on the node: {e2}")
+        base.guarded("containerd NRI scenarios", cri, lambda: scenarios(cri, plugin, containerd, without))
     finally:
         # The node's state for the next parts: no NRI plugin, no containerd.
         systemctl("disable", "--now", NRI_UNIT)
