@@ -21,12 +21,16 @@
 //! bare subscription and sends every event.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::net::netlink::{self, SocketAddrNetlink};
+use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType, sockopt};
+use rustix::time::ClockId;
 
 use crate::procfs::Pid;
 
-const NETLINK_CONNECTOR: libc::c_int = 11;
 const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
@@ -46,7 +50,7 @@ const WANTED_EVENTS: u32 = PROC_EVENT_FORK | PROC_EVENT_EXEC;
 const FILTER_SINCE: (u32, u32) = (6, 6);
 /// The socket's receive buffer asked for (SO_RCVBUFFORCE, CAP_NET_ADMIN): room for ~100,000
 /// events before the kernel drops any.
-const RCVBUF: libc::c_int = 8 << 20;
+const RCVBUF: usize = 8 << 20;
 /// How long [`ProcConnector::open`] waits for the proof that events arrive.
 pub const PROOF_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -109,9 +113,7 @@ pub trait EventSource {
 
 /// The kernel's CLOCK_MONOTONIC in ns, the clock of [`Event`] times.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -205,16 +207,9 @@ impl Subscription {
     }
 }
 
-/// The running kernel's release (`uname -r`), empty when uname fails.
+/// The running kernel's release (`uname -r`).
 fn kernel_release() -> String {
-    // SAFETY: an all-zero utsname is a valid value for uname(2) to overwrite.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live, writable utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return String::new();
-    }
-    let bytes: Vec<u8> = u.release.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    rustix::system::uname().release().to_string_lossy().into_owned()
 }
 
 /// The subscription message: netlink header, `cn_msg` for the proc connector, then `payload`.
@@ -248,10 +243,6 @@ pub struct ProcConnector {
     unwanted: u64,
 }
 
-fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
-}
-
 impl ProcConnector {
     /// Opens the socket, subscribes (filtered where the kernel's release says it can), and waits
     /// (at most [`PROOF_TIMEOUT`]) for the fork event of a thread it starts, so that a
@@ -275,47 +266,19 @@ impl ProcConnector {
     /// [`ProcConnector::open`] with the payload of the message that follows the bare op (the
     /// filter) given, or none.
     fn open_with(filter: Option<&[u8]>) -> Result<Self, ProcEventsError> {
-        // SAFETY: plain socket(2); the fd is owned by the OwnedFd right after.
-        let fd = check(unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                NETLINK_CONNECTOR,
-            )
-        })
-        .map_err(ProcEventsError::Socket)?;
-        // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let raw = fd.as_raw_fd();
-        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-            // SAFETY: `RCVBUF` is a live c_int and its size is passed; a failure only leaves the
-            // default buffer.
-            let rc = unsafe {
-                libc::setsockopt(
-                    raw,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&RCVBUF as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if rc == 0 {
-                break;
-            }
+        let fd = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::DGRAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            Some(netlink::CONNECTOR),
+        )
+        .map_err(|e| ProcEventsError::Socket(e.into()))?;
+        // SO_RCVBUFFORCE (CAP_NET_ADMIN) goes past rmem_max; else SO_RCVBUF up to it. A failure of
+        // both only leaves the default buffer.
+        if sockopt::set_socket_recv_buffer_size_force(&fd, RCVBUF).is_err() {
+            let _ = sockopt::set_socket_recv_buffer_size(&fd, RCVBUF);
         }
-        // SAFETY: a zeroed sockaddr_nl is valid; family and groups are set before the call, which
-        // gets the struct's own size.
-        let rc = unsafe {
-            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
-            sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-            sa.nl_groups = CN_IDX_PROC;
-            libc::bind(
-                raw,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        check(rc).map_err(ProcEventsError::Bind)?;
+        rustix::net::bind(&fd, &SocketAddrNetlink::new(0, CN_IDX_PROC)).map_err(|e| ProcEventsError::Bind(e.into()))?;
         let mut me =
             Self { fd, buf: vec![0; BATCH * SLOT], parsed: Vec::new(), filtered: filter.is_some(), unwanted: 0 };
         me.send(&Subscription::All.payload())?;
@@ -331,22 +294,15 @@ impl ProcConnector {
 
     /// Sends a subscription message carrying `payload`.
     fn send(&self, payload: &[u8]) -> Result<(), ProcEventsError> {
-        let msg = subscription(payload);
-        // SAFETY: `msg` is a live buffer of `msg.len()` bytes.
-        check(unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) } as libc::c_int)
-            .map_err(ProcEventsError::Send)?;
+        rustix::net::send(&self.fd, &subscription(payload), SendFlags::empty())
+            .map_err(|e| ProcEventsError::Send(e.into()))?;
         Ok(())
     }
 
     /// Starts a thread and waits for its fork event; an error answer to the subscription fails.
     fn prove(&mut self) -> Result<(), ProcEventsError> {
         let me = std::process::id() as Pid;
-        let tid = std::thread::spawn(|| {
-            // SAFETY: gettid(2) has no arguments and cannot fail.
-            unsafe { libc::syscall(libc::SYS_gettid) as Pid }
-        })
-        .join()
-        .unwrap_or(0);
+        let tid = std::thread::spawn(|| rustix::thread::gettid().as_raw_nonzero().get()).join().unwrap_or(0);
         let end = Instant::now() + PROOF_TIMEOUT;
         loop {
             let left = end.saturating_duration_since(Instant::now());
@@ -368,19 +324,17 @@ impl ProcConnector {
 
     /// Waits up to `timeout` for the socket, then reads every datagram queued into `self.parsed`.
     fn read(&mut self, timeout: Duration) -> Result<(), ProcEventsError> {
-        let raw = self.fd.as_raw_fd();
-        let mut pfd = libc::pollfd { fd: raw, events: libc::POLLIN, revents: 0 };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd, count 1.
-        match check(unsafe { libc::poll(&mut pfd, 1, ms) }) {
-            Ok(0) => return Ok(()),
+        // A timeout too long for a timespec waits without one (no caller asks for centuries).
+        let ts = Timespec::try_from(timeout).ok();
+        match rustix::event::poll(&mut [PollFd::new(&self.fd, PollFlags::IN)], ts.as_ref()) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => return Ok(()),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-            Err(e) => return Err(ProcEventsError::Read(e)),
+            Err(e) => return Err(ProcEventsError::Read(e.into())),
         }
         // One recvmmsg takes up to BATCH datagrams (one event each) into SLOT-byte slots of
         // `buf`, instead of one recv per event: under a fork storm the syscall is most of an
-        // event's cost.
+        // event's cost. It stays on `libc`: rustix (1.1) has no recvmmsg.
+        let raw = self.fd.as_raw_fd();
         let mut iov: [libc::iovec; BATCH] = std::array::from_fn(|i| libc::iovec {
             // SAFETY: `buf` holds BATCH * SLOT bytes, so slot `i` starts inside it.
             iov_base: unsafe { self.buf.as_mut_ptr().add(i * SLOT) }.cast(),
