@@ -336,8 +336,7 @@ impl ProcConnector {
         // event's cost. It stays on `libc`: rustix (1.1) has no recvmmsg.
         let raw = self.fd.as_raw_fd();
         let mut iov: [libc::iovec; BATCH] = std::array::from_fn(|i| libc::iovec {
-            // SAFETY: `buf` holds BATCH * SLOT bytes, so slot `i` starts inside it.
-            iov_base: unsafe { self.buf.as_mut_ptr().add(i * SLOT) }.cast(),
+            iov_base: self.buf[i * SLOT..(i + 1) * SLOT].as_mut_ptr().cast(),
             iov_len: SLOT,
         });
         loop {
