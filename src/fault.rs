@@ -36,9 +36,9 @@ pub const ENV: &str = "OCH_FAULT";
 pub fn point(name: &str) {
     if std::env::var_os(ENV).is_some_and(|v| v == name) {
         log::warn!("fault point {name}: killing the process (OCH_FAULT)");
-        // SAFETY: raise(3) has no memory-safety preconditions. SIGKILL cannot be caught, so the
-        // process ends here exactly as if the OOM killer or an admin had killed it.
-        unsafe { libc::raise(libc::SIGKILL) };
+        // SIGKILL cannot be caught, so the process ends here exactly as if the OOM killer or an
+        // admin had killed it (kill(getpid()): for SIGKILL the same as raise, which rustix lacks).
+        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
 

@@ -160,8 +160,7 @@ impl StateDir {
 
 /// The process's effective uid (in its own user namespace): the owner the state dir must have.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 #[cfg(test)]

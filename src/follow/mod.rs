@@ -293,8 +293,7 @@ pub struct Options {
 
 /// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
 fn own_cpu_seconds(proc: &ProcFs) -> f64 {
-    // SAFETY: sysconf has no memory arguments.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     proc.cpu_ticks(std::process::id() as Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
 }
 
