@@ -17,6 +17,8 @@ pub fn stopping() -> bool {
 
 /// Installs the handlers: SIGTERM and SIGINT set the stop flag. No `SA_RESTART`: a blocked read returns at once.
 pub fn install() -> std::io::Result<()> {
+    // `libc`, not rustix: rustix has no stable sigaction with a handler (only its hidden,
+    // libc-implementers' runtime module, whose name rotates).
     for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: a zeroed `sigaction` is valid (no flags, empty mask once sigemptyset ran); the
         // handler only stores to an atomic, which is async-signal-safe; the pointers are to locals
