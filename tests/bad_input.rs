@@ -35,6 +35,7 @@ mod table {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    use crate::fakeworld::wait::wait_until;
     use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
 
     /// What the cache must look like after the row.
@@ -524,11 +525,7 @@ mod table {
             .process_group(0)
             .spawn()
             .expect("spawn flock (util-linux)");
-        let start = Instant::now();
-        while w.lock_is_free() {
-            assert!(start.elapsed() < Duration::from_secs(10), "flock never took the lock");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("flock to take the lock", Duration::from_secs(10), || !w.lock_is_free());
         let (s, pid) = fresh(w, "locked", &[("oci-coresched-hook/group", "web")]);
         let t = Instant::now();
         let out = w.hook(&s);
@@ -541,11 +538,7 @@ mod table {
         assert!(took < Duration::from_secs(5), "the hook waited {took:?} for a 300 ms lock timeout");
         // SIGKILL is delivered at once, but the killed `sleep` closes its descriptor only when it
         // next runs, which on a saturated machine can take a moment.
-        let dead = Instant::now();
-        while !w.lock_is_free() && dead.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(w.lock_is_free(), "the lock is still held 2 s after its holder died");
+        wait_until("the lock to be free after its holder died", Duration::from_secs(2), || w.lock_is_free());
         Check::new(out, code, "failed to take the state lock").msg("still held by another process after").untouched(pid)
     }
 

@@ -26,6 +26,7 @@ use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
 use oci_coresched_hook::nri::wire;
 
+use fakeworld::wait::wait_until;
 use support::{HOOK_PATH, Plugin, WAIT, accept, container, map, plugin_cmd, pod, setup};
 
 #[test]
@@ -140,11 +141,7 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
     assert_eq!(r.code(), code::OK);
     let mut rt = accept(&listener);
     rt.expect_register();
-    let end = Instant::now() + WAIT;
-    while plugin.log().matches("registered as NRI plugin 42-och").count() < 4 {
-        assert!(Instant::now() < end, "no fourth registration");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("a fourth registration", WAIT, || plugin.log().matches("registered as NRI plugin 42-och").count() >= 4);
 
     assert_eq!(plugin.terminate(), Some(0));
     let log = plugin.log();
@@ -181,20 +178,24 @@ fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff
     };
     let rt = rejoin(&listener, "first start");
 
+    // The plugin's retries that found no runtime: each outage logs one such line, at its first.
+    let failed_connects = || plugin.log().matches("failed to connect to the NRI socket").count();
+
     // A clean restart: the runtime closes the connection and removes its socket, then comes back
-    // with a new one 3 s later (the plugin's first retry, at 2 s, finds none; its next is at 6 s).
+    // with a new one once the plugin's first retry (2 s after the loss) has found none; its next
+    // retry is 4 s later.
     drop(rt);
     drop(listener);
     std::fs::remove_file(&s.socket).unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until("the plugin's first retry after the restart to find no socket", WAIT, || failed_connects() >= 1);
     let listener = UnixListener::bind(&s.socket).unwrap();
     let rt = rejoin(&listener, "after a restart");
 
-    // A crash: the socket file stays behind, refusing connections, until the runtime starts again
-    // and binds a new one in its place.
+    // A crash: the socket file stays behind, refusing connections (the plugin's first retry, 2 s
+    // after the loss, is refused), until the runtime starts again and binds a new one in its place.
     drop(rt);
     drop(listener);
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until("the plugin's first retry after the crash to be refused", WAIT, || failed_connects() >= 2);
     std::fs::remove_file(&s.socket).unwrap();
     let listener = UnixListener::bind(&s.socket).unwrap();
     let _rt = rejoin(&listener, "after a crash");
@@ -209,7 +210,10 @@ fn a_missing_socket_says_once_how_to_enable_nri_and_keeps_trying() {
     let s = setup("absent");
     let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
     plugin.wait_for_log("failed to connect to the NRI socket");
-    std::thread::sleep(Duration::from_millis(600)); // several retries at 50, 100, 200 ms
+    // Several retries (at 50, 100, 200 ms), each still failing, before the socket appears.
+    wait_until("three more failed retries", WAIT, || {
+        plugin.log().matches("is still unreachable; retrying").count() >= 3
+    });
     // The socket appears: the plugin connects.
     let listener = UnixListener::bind(&s.socket).unwrap();
     let mut rt = accept(&listener);
@@ -287,11 +291,10 @@ fn synchronize_gives_running_containers_their_cookies() {
     rt.expect_register();
     rt.configure();
     rt.synchronize(vec![pod()], vec![container("c1", p1 as u32, &[("io.kubernetes.pod.namespace", "tenant-a")])]);
-    let end = Instant::now() + WAIT;
-    while plugin.log().matches("catch-up done").count() < 2 {
-        assert!(Instant::now() < end, "no second catch-up:\n{}", plugin.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    fakeworld::wait::wait_for("a second catch-up", WAIT, || {
+        let log = plugin.log();
+        if log.matches("catch-up done").count() >= 2 { Ok(()) } else { Err(log) }
+    });
     assert!(plugin.log().contains("catch-up done: 0 ensured, 1 already set"), "{}", plugin.log());
 }
 

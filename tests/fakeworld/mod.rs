@@ -31,6 +31,9 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 mod skip;
 pub use skip::skip;
 
+#[path = "../common/wait.rs"]
+pub mod wait;
+
 /// The body of a test compiled without a feature it needs: a failure under `CI`, a visible skip
 /// otherwise (never a silent pass).
 pub fn needs_feature(test: &str, feature: &str) {
