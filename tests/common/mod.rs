@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 pub mod rootless;
 mod skip;
+pub mod wait;
 pub use skip::skip;
 
 /// The hook binary under test.

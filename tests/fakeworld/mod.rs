@@ -2,7 +2,8 @@
 //! real hook binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real
 //! `sleep` processes as container inits, and a private temp dir holding the config, the state
 //! dir, the fake kernel's state and the cgroup mount the hook sees (`OCH_FAKE_CGROUP_ROOT`). Used
-//! by `tests/bad_input.rs`, `tests/faults.rs`, `tests/sched_idle.rs` and `tests/stress.rs`.
+//! by the `bad_input`, `error_messages`, `faults`, `follow`, `nri`, `sched_idle` and `stress` tests
+//! (`tests/it`).
 //!
 //! Without the feature those tests still exist: [`needs_feature`] fails them under `CI` and
 //! prints `SKIPPED <name>: needs --features <feature>` otherwise.
@@ -18,21 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The hook binary under test.
-pub const HOOK: &str = env!("CARGO_BIN_EXE_oci-coresched-hook");
-
-/// The crate root.
-pub const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
-
 /// Longest a single hook (or `list`) run may take before the test calls it stuck.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[path = "../common/skip.rs"]
-mod skip;
-pub use skip::skip;
-
-#[path = "../common/wait.rs"]
-pub mod wait;
+use crate::common::{HOOK, skip};
 
 /// The body of a test compiled without a feature it needs: a failure under `CI`, a visible skip
 /// otherwise (never a silent pass).

@@ -9,8 +9,7 @@
 //! warning) and fails closed with `fail_closed = true`. The fail-closed tests use a state dir that
 //! is a regular file, which makes the hook fail on any kernel.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

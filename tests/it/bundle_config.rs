@@ -9,8 +9,7 @@
 //! that is not JSON, too large or whose cgroupsPath is no string gives one warning naming the file,
 //! and the hook decides from the state's annotations alone, exactly as without the file.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

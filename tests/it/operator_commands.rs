@@ -9,8 +9,7 @@
 //!
 //! No root or kernel support needed: nothing here reaches a prctl.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -11,12 +11,10 @@
 //! Needs root and `--features fake-kernel`; without them a test fails under `CI` and prints
 //! `SKIPPED` otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
 fn follow_tests_need_the_fake_kernel() {
-    fakeworld::needs_feature("follow", "fake-kernel");
+    crate::fakeworld::needs_feature("follow", "fake-kernel");
 }
 
 #[cfg(feature = "fake-kernel")]
@@ -26,7 +24,7 @@ mod with_fake_kernel {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use crate::fakeworld::wait::{POLL, poll, wait_for, wait_until};
+    use crate::common::wait::{POLL, poll, wait_for, wait_until};
     use crate::fakeworld::{World, pod};
 
     const V2: &str = "/sys/fs/cgroup/unified";
@@ -198,11 +196,11 @@ mod with_fake_kernel {
     fn ready(test: &str) -> bool {
         // SAFETY: geteuid(2) has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            crate::fakeworld::skip(test, "needs root (a cgroup of its own, the proc connector)");
+            crate::common::skip(test, "needs root (a cgroup of its own, the proc connector)");
             return false;
         }
         if !Path::new(V2).join("cgroup.procs").is_file() {
-            crate::fakeworld::skip(test, &format!("needs a cgroup2 hierarchy at {V2}"));
+            crate::common::skip(test, &format!("needs a cgroup2 hierarchy at {V2}"));
             return false;
         }
         true

@@ -13,12 +13,10 @@
 //! Needs `--features fake-kernel` (this host has no CONFIG_SCHED_CORE); without it the test fails
 //! under `CI` and prints `SKIPPED` otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
 fn bad_input_table() {
-    fakeworld::needs_feature("bad_input_table", "fake-kernel");
+    crate::fakeworld::needs_feature("bad_input_table", "fake-kernel");
 }
 
 #[cfg(feature = "fake-kernel")]
@@ -35,7 +33,7 @@ mod table {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use crate::fakeworld::wait::wait_until;
+    use crate::common::wait::wait_until;
     use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
 
     /// What the cache must look like after the row.
@@ -159,7 +157,7 @@ mod table {
             ("stdin truncated", |w| {
                 let real = std::fs::read(format!(
                     "{}/tests/fixtures/states/runc-createRuntime.json",
-                    crate::fakeworld::MANIFEST_DIR
+                    crate::common::MANIFEST_DIR
                 ))
                 .unwrap();
                 stdin_row(w, &real[..real.len() / 2], "OCI state is not valid JSON: EOF while parsing")
@@ -549,7 +547,7 @@ mod table {
 
     /// A row that cannot run here: fails under CI, passes with a SKIPPED line on stderr otherwise.
     fn skipped(w: &World, row: &str, why: &str) -> Check {
-        crate::fakeworld::skip(&format!("bad_input_table row {row:?}"), why);
+        crate::common::skip(&format!("bad_input_table row {row:?}"), why);
         Check::new(w.list_out(), 0, "")
     }
 

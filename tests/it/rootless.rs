@@ -14,9 +14,6 @@
 //! Needs root (to set the user up), podman, runc, newuidmap (uidmap), a static busybox and
 //! `--features fake-kernel`; without one, a test fails under `CI` and prints `SKIPPED` otherwise.
 
-#[macro_use]
-mod common;
-
 #[cfg(not(feature = "fake-kernel"))]
 mod skipped {
     #[test]

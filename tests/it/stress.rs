@@ -11,22 +11,20 @@
 //! Needs `--features fake-kernel`; without it the test fails under `CI` and prints `SKIPPED`
 //! otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
 fn stress_200_hooks_10_groups() {
-    fakeworld::needs_feature("stress_200_hooks_10_groups", "fake-kernel");
+    crate::fakeworld::needs_feature("stress_200_hooks_10_groups", "fake-kernel");
 }
 
 #[cfg(feature = "fake-kernel")]
 #[test]
 fn stress_200_hooks_10_groups() {
-    stress::run();
+    concurrent::run();
 }
 
 #[cfg(feature = "fake-kernel")]
-mod stress {
+mod concurrent {
     use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};

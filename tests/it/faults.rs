@@ -10,8 +10,6 @@
 //! Needs `--features fault-injection`; without it each test fails under `CI` and prints `SKIPPED`
 //! otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fault-injection"))]
 mod skipped {
     #[test]

@@ -7,8 +7,6 @@
 //! Needs `--features fake-kernel`; without it each test fails under `CI` and prints `SKIPPED`
 //! otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 mod skipped {
     #[test]

@@ -6,8 +6,7 @@
 //! The hook config is a file in the test's temp dir, so the host's
 //! `/etc/oci-coresched-hook/config.toml` never leaks in.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -20,8 +20,7 @@ use oci_coresched_hook::nri::wire::{
     self, Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
 };
 
-use crate::fakeworld;
-use crate::fakeworld::wait::{wait_for, wait_until};
+use crate::common::wait::{wait_for, wait_until};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 pub(crate) const HOOK_PATH: &str = "/host/usr/bin/oci-coresched-hook";
@@ -236,7 +235,7 @@ pub(crate) fn connected(tag: &str) -> (Setup, UnixListener, Plugin, Runtime) {
 }
 
 pub(crate) fn plugin_cmd(s: &Setup, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(fakeworld::HOOK);
+    let mut cmd = Command::new(crate::common::HOOK);
     cmd.env_remove("RUST_LOG")
         .arg("--config")
         .arg(s.dir.path().join("config.toml"))

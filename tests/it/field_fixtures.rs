@@ -11,8 +11,7 @@
 //! `/etc/oci-coresched-hook/config.toml` never leaks in; bundles are temp dirs holding the captured
 //! `config.json` byte for byte.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! `error:` / `warn:` line it prints. Each check: no `: `-separated segment repeats, and where the
 //! cause is known, it appears exactly once (so a fix cannot drop it either).
 
-mod fakeworld;
+use crate::fakeworld;
 
 use std::time::Duration;
 
@@ -427,7 +427,7 @@ fn check_lines(what: &str, out: &fakeworld::Out) -> Vec<String> {
 }
 
 fn hook_bin(args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(fakeworld::HOOK);
+    let mut c = std::process::Command::new(crate::common::HOOK);
     c.env_remove("RUST_LOG").args(args);
     c
 }

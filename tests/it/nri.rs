@@ -10,10 +10,8 @@
 //! that enable NRI; `--once` exits 1), SIGTERM (exit 0), and Synchronize catching up running
 //! containers over the shared fake kernel (feature `fake-kernel`).
 
-mod fakeworld;
-#[path = "nri/hostile.rs"]
+use crate::fakeworld;
 mod hostile;
-#[path = "nri/support.rs"]
 mod support;
 
 use std::os::unix::net::UnixListener;
@@ -26,7 +24,7 @@ use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
 use oci_coresched_hook::nri::wire;
 
-use fakeworld::wait::wait_until;
+use crate::common::wait::wait_until;
 use support::{HOOK_PATH, Plugin, WAIT, accept, container, map, plugin_cmd, pod, setup};
 
 #[test]
@@ -291,7 +289,7 @@ fn synchronize_gives_running_containers_their_cookies() {
     rt.expect_register();
     rt.configure();
     rt.synchronize(vec![pod()], vec![container("c1", p1 as u32, &[("io.kubernetes.pod.namespace", "tenant-a")])]);
-    fakeworld::wait::wait_for("a second catch-up", WAIT, || {
+    crate::common::wait::wait_for("a second catch-up", WAIT, || {
         let log = plugin.log();
         if log.matches("catch-up done").count() >= 2 { Ok(()) } else { Err(log) }
     });
