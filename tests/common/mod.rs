@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -250,6 +250,11 @@ impl Output {
         self.status.and_then(|s| s.code())
     }
 
+    /// The signal that killed it (`None`: it exited, or timed out).
+    pub fn signal(&self) -> Option<i32> {
+        self.status.and_then(|s| s.signal())
+    }
+
     /// Exit code 0.
     pub fn success(&self) -> bool {
         self.code() == Some(0)
@@ -291,15 +296,42 @@ fn seq() -> usize {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Runs `cmd` (stdin `/dev/null`, or `input` written from a thread) in its own process group,
-/// killing the group after `timeout`. stdout/stderr go to files under `dir`.
-pub fn run_command(dir: &Path, mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
+/// A file for a command's stdout or stderr: `dir/name` (kept with a kept temp dir), or an
+/// anonymous temp file without `dir`. A file, not a pipe: a detached container inherits it, and
+/// a pipe would keep the reader waiting for it.
+fn capture_file(dir: Option<&Path>, name: &str) -> File {
+    match dir {
+        Some(d) => {
+            let path = d.join(name);
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("create {}: {e}", path.display()))
+        }
+        None => tempfile::tempfile().expect("anonymous temp file"),
+    }
+}
+
+/// What the command wrote to `file` (its copy of the descriptor shares the offset: rewind).
+fn read_back(mut file: File) -> String {
+    let mut bytes = Vec::new();
+    let _ = file.rewind().and_then(|()| file.read_to_end(&mut bytes));
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The one way the tests run a process: `cmd` with stdin `/dev/null`, or `input` written from a
+/// thread; in its own process group, killed with the group after `timeout`; stdout and stderr in
+/// files (`cmd-<n>.stdout`, `cmd-<n>.stderr` under `dir`, or anonymous ones without `dir`).
+pub fn run_command(dir: Option<&Path>, mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
     let n = seq();
-    let out_path = dir.join(format!("cmd-{n}.stdout"));
-    let err_path = dir.join(format!("cmd-{n}.stderr"));
+    let out_file = capture_file(dir, &format!("cmd-{n}.stdout"));
+    let err_file = capture_file(dir, &format!("cmd-{n}.stderr"));
     let cmdline = format!("{cmd:?}");
-    cmd.stdout(File::create(&out_path).expect("create stdout file"));
-    cmd.stderr(File::create(&err_path).expect("create stderr file"));
+    cmd.stdout(out_file.try_clone().expect("dup stdout file"));
+    cmd.stderr(err_file.try_clone().expect("dup stderr file"));
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.process_group(0);
     let start = Instant::now();
@@ -311,26 +343,26 @@ pub fn run_command(dir: &Path, mut cmd: Command, input: Option<Vec<u8>>, timeout
             let _ = stdin.write_all(&bytes);
         })
     });
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() >= timeout => {
-                // SAFETY: kill(2) with a negative pid signals the process group we created with
-                // process_group(0); it has no memory-safety preconditions.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => panic!("failed to wait for {cmdline}: {e}"),
+    let exited = wait::poll(timeout, Duration::from_millis(5), || match child.try_wait() {
+        Ok(Some(status)) => Ok(status),
+        Ok(None) => Err(()),
+        Err(e) => panic!("failed to wait for {cmdline}: {e}"),
+    });
+    let status = match exited {
+        Ok(status) => Some(status),
+        Err(()) => {
+            // SAFETY: kill(2) with a negative pid signals the process group we created with
+            // process_group(0); it has no memory-safety preconditions.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            None
         }
     };
     let elapsed = start.elapsed();
     if let Some(w) = writer {
         let _ = w.join();
     }
-    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
-    Output { cmdline, status, stdout: read(&out_path), stderr: read(&err_path), elapsed }
+    Output { cmdline, status, stdout: read_back(out_file), stderr: read_back(err_file), elapsed }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -450,7 +482,7 @@ impl TestEnv {
 
     /// Runs a command, writing `input` to its stdin from a thread when given.
     pub fn run_input(&self, cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
-        let out = run_command(&self.root, cmd, input, timeout);
+        let out = run_command(Some(&self.root), cmd, input, timeout);
         self.transcript.borrow_mut().push(out.clone());
         out
     }
@@ -844,7 +876,7 @@ impl<'a> Oci<'a> {
         let id = id.to_string();
         let dir = self.env.root().to_path_buf();
         self.env.on_drop(move || {
-            let out = run_command(&dir, cmd, None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(&dir), cmd, None, RUNTIME_TIMEOUT);
             if !out.success() {
                 eprintln!("cleanup: {out}");
             }
@@ -889,7 +921,7 @@ impl<'a> Oci<'a> {
         let start = Instant::now();
         loop {
             // Not through env.run: a poll loop would flood the transcript.
-            let out = run_command(self.env.root(), self.host_cmd(&["state", id]), None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(self.env.root()), self.host_cmd(&["state", id]), None, RUNTIME_TIMEOUT);
             let status = serde_json::from_str::<Value>(&out.stdout).ok().map(|v| v["status"].clone());
             if status == Some(json!("stopped")) {
                 return;
@@ -966,7 +998,7 @@ impl<'a> Podman<'a> {
         rm.args(["rm", "-f", "-t", "0", id]);
         let dir = self.env.root().to_path_buf();
         self.env.on_drop(move || {
-            let out = run_command(&dir, rm, None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(&dir), rm, None, RUNTIME_TIMEOUT);
             if !out.success() && !out.stderr.contains("no such container") {
                 eprintln!("cleanup: {out}");
             }

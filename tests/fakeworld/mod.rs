@@ -10,19 +10,18 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::common::{HOOK, Output, run_command, skip};
+
 /// Longest a single hook (or `list`) run may take before the test calls it stuck.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-
-use crate::common::{HOOK, skip};
 
 /// The body of a test compiled without a feature it needs: a failure under `CI`, a visible skip
 /// otherwise (never a silent pass).
@@ -30,68 +29,11 @@ pub fn needs_feature(test: &str, feature: &str) {
     skip(test, &format!("needs --features {feature}"));
 }
 
-/// One finished process.
-#[derive(Debug, Clone)]
-pub struct Out {
-    /// What ran.
-    pub cmdline: String,
-    /// Exit code (`None`: killed by a signal, see `signal`).
-    pub code: Option<i32>,
-    /// The signal that killed it.
-    pub signal: Option<i32>,
-    /// stdout.
-    pub stdout: String,
-    /// stderr.
-    pub stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "$ {}\n  exit {:?} signal {:?}", self.cmdline, self.code, self.signal)?;
-        writeln!(f, "  --- stdout ---\n{}", self.stdout)?;
-        write!(f, "  --- stderr ---\n{}", self.stderr)
-    }
-}
-
-/// Runs `cmd` with `input` on stdin (from a thread), stdout/stderr captured, killed after
-/// [`RUN_TIMEOUT`] (a stuck hook fails the test instead of hanging it).
-pub fn run(mut cmd: Command, input: &[u8]) -> Out {
-    let cmdline = format!("{cmd:?}");
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("failed to spawn {cmdline}: {e}"));
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The hook may stop reading early (size limit) or die: a broken pipe is not a failure.
-        let _ = stdin.write_all(&input);
-    });
-    let pid = child.id();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                if start.elapsed() > RUN_TIMEOUT {
-                    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our unreaped child.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
-    let output = child.wait_with_output().unwrap_or_else(|e| panic!("failed to wait for {cmdline}: {e}"));
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = watchdog.join();
-    let _ = writer.join();
-    Out {
-        cmdline,
-        code: output.status.code(),
-        signal: output.status.signal(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+/// Runs `cmd` with `input` on its stdin (a pipe, also when empty), killed after [`RUN_TIMEOUT`]
+/// (a stuck hook fails the test instead of hanging it): [`run_command`] with this world's
+/// defaults.
+pub fn run(cmd: Command, input: &[u8]) -> Output {
+    run_command(None, cmd, Some(input.to_vec()), RUN_TIMEOUT)
 }
 
 /// An OCI state document.
@@ -216,41 +158,41 @@ impl World {
     }
 
     /// Runs the binary with `args` and `input` on stdin.
-    pub fn run(&self, args: &[&str], input: &[u8]) -> Out {
+    pub fn run(&self, args: &[&str], input: &[u8]) -> Output {
         run(self.cmd(args), input)
     }
 
     /// `hook` with the state on stdin.
-    pub fn hook(&self, input: &[u8]) -> Out {
+    pub fn hook(&self, input: &[u8]) -> Output {
         self.run(&["hook"], input)
     }
 
     /// A createRuntime hook that must succeed: container `id` with init `pid`.
-    pub fn ensure(&self, id: &str, pid: i32, annotations: &[(&str, &str)]) -> Out {
+    pub fn ensure(&self, id: &str, pid: i32, annotations: &[(&str, &str)]) -> Output {
         let out = self.hook(&state(id, "creating", Some(pid), annotations));
-        assert_eq!(out.code, Some(0), "ensure {id} failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "ensure {id} failed:\n{out}");
         assert!(!out.stderr.contains(" warn: ") && !out.stderr.contains(" error: "), "ensure {id}:\n{out}");
         out
     }
 
     /// A poststop hook that must succeed.
-    pub fn forget(&self, id: &str) -> Out {
+    pub fn forget(&self, id: &str) -> Output {
         let out = self.hook(&state(id, "stopped", None, &[]));
-        assert_eq!(out.code, Some(0), "forget {id} failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "forget {id} failed:\n{out}");
         out
     }
 
     /// `list --json`, which must succeed.
     pub fn list(&self) -> Value {
         let out = self.run(&["list", "--json"], b"");
-        assert_eq!(out.code, Some(0), "list --json failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "list --json failed:\n{out}");
         serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("list --json is not JSON ({e}):\n{out}"))
     }
 
     /// The cookie the fake kernel gives `pid` now (`inspect PID --json`).
     pub fn cookie(&self, pid: i32) -> String {
         let out = self.run(&["--log-level", "off", "inspect", &pid.to_string(), "--json"], b"");
-        assert_eq!(out.code, Some(0), "inspect {pid} failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "inspect {pid} failed:\n{out}");
         let v: Value = serde_json::from_str(&out.stdout).expect("inspect JSON");
         v["cookie"].as_str().expect("cookie string").to_string()
     }

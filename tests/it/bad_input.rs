@@ -33,8 +33,9 @@ mod table {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    use crate::common::Output;
     use crate::common::wait::wait_until;
-    use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
+    use crate::fakeworld::{World, check_consistent, members, pod, run, state};
 
     /// What the cache must look like after the row.
     #[derive(Debug, Clone)]
@@ -50,7 +51,7 @@ mod table {
 
     /// The result of one row, with what it must show.
     struct Check {
-        out: Out,
+        out: Output,
         code: i32,
         /// Substrings stderr must contain.
         msgs: Vec<String>,
@@ -62,7 +63,7 @@ mod table {
     }
 
     impl Check {
-        fn new(out: Out, code: i32, msg: &str) -> Self {
+        fn new(out: Output, code: i32, msg: &str) -> Self {
             Self { out, code, msgs: vec![msg.to_string()], after: After::Intact, own: None, untouched: None }
         }
         fn msg(mut self, m: &str) -> Self {
@@ -552,10 +553,10 @@ mod table {
     }
 
     trait ListOut {
-        fn list_out(&self) -> Out;
+        fn list_out(&self) -> Output;
     }
     impl ListOut for World {
-        fn list_out(&self) -> Out {
+        fn list_out(&self) -> Output {
             self.run(&["list"], b"")
         }
     }
@@ -596,7 +597,7 @@ mod table {
 
     fn check_row(name: &str, w: &World, seeded: &[crate::fakeworld::Row], c: Check) {
         let ctx = |what: &str| format!("row {name:?}: {what}\n{}", c.out);
-        assert_eq!(c.out.code, Some(c.code), "{}", ctx("exit code"));
+        assert_eq!(c.out.code(), Some(c.code), "{}", ctx("exit code"));
         for m in &c.msgs {
             assert!(c.out.stderr.contains(m.as_str()), "{}", ctx(&format!("stderr lacks {m:?}")));
         }

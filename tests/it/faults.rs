@@ -30,16 +30,17 @@ mod skipped {
 mod injected {
     use oci_coresched_hook::fault::{ENV, POINTS};
 
-    use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
+    use crate::common::Output;
+    use crate::fakeworld::{World, check_consistent, members, pod, run, state};
 
     /// Points at which the kernel already has the dying hook's cookie on its container.
     const AFTER_PRCTL: [&str; 4] = ["after_prctl", "mid_write", "before_commit", "after_commit"];
 
-    fn killed_at(w: &World, point: &str, input: &[u8]) -> Out {
+    fn killed_at(w: &World, point: &str, input: &[u8]) -> Output {
         let mut cmd = w.cmd(&["hook"]);
         cmd.env(ENV, point);
         let out = run(cmd, input);
-        assert_eq!(out.signal, Some(libc::SIGKILL), "OCH_FAULT={point}: the hook was not killed there:\n{out}");
+        assert_eq!(out.signal(), Some(libc::SIGKILL), "OCH_FAULT={point}: the hook was not killed there:\n{out}");
         assert!(out.stderr.contains(&format!("fault point {point}")), "{out}");
         out
     }

@@ -234,7 +234,7 @@ fn a_missing_socket_says_once_how_to_enable_nri_and_keeps_trying() {
 fn with_once_a_missing_socket_is_exit_1() {
     let s = setup("once");
     let out = fakeworld::run(plugin_cmd(&s, &["--once"]), b"");
-    assert_eq!(out.code, Some(1), "{out}");
+    assert_eq!(out.code(), Some(1), "{out}");
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("failed to connect")).collect();
     assert_eq!(lines.len(), 1, "{out}");
     assert!(lines[0].contains("enable_nri = true"), "{out}");
@@ -245,7 +245,7 @@ fn bad_flags_are_usage_errors() {
     let s = setup("flags");
     for bad in [&["--plugin-index", "7"][..], &["--plugin-index", "ab"], &["--plugin-name", ""]] {
         let out = fakeworld::run(plugin_cmd(&s, bad), b"");
-        assert_eq!(out.code, Some(2), "{bad:?}: {out}");
+        assert_eq!(out.code(), Some(2), "{bad:?}: {out}");
     }
 }
 

@@ -130,7 +130,7 @@ mod fake {
             let rm = w.podman_cmd(&["rm", "-a", "-f", "-t", "0"]);
             let dir = w.env.root().to_path_buf();
             w.env.on_drop(move || {
-                let out = common::run_command(&dir, rm, None, RUNTIME_TIMEOUT);
+                let out = common::run_command(Some(&dir), rm, None, RUNTIME_TIMEOUT);
                 if !out.success() {
                     eprintln!("cleanup: {out}");
                 }

@@ -42,7 +42,7 @@ mod fake {
         let w = World::new("idle-open", "[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
-        assert_eq!(out.code, Some(0), "fail open:\n{out}");
+        assert_eq!(out.code(), Some(0), "fail open:\n{out}");
         assert!(out.stderr.contains(" warn: ") && out.stderr.contains("cpu.idle"), "no warning:\n{out}");
         let c = w.cookie(p1);
         assert_ne!(c, "0x0", "c1 has its cookie");
@@ -51,12 +51,12 @@ mod fake {
 
         let p2 = w.spawn();
         let out = w.hook(&state("c2", "creating", Some(p2), &BE));
-        assert_eq!(out.code, Some(0), "fail open:\n{out}");
+        assert_eq!(out.code(), Some(0), "fail open:\n{out}");
         assert_eq!(w.cookie(p2), c, "c2 must share c1's cookie, not get a second one");
         assert_eq!(cached(&w), [(g.clone(), "c1".into(), c.clone()), (g, "c2".into(), c)]);
 
         let out = w.run(&["metrics"], b"");
-        assert_eq!(out.code, Some(0), "{out}");
+        assert_eq!(out.code(), Some(0), "{out}");
         assert!(out.stdout.contains("oci_coresched_hook_failures_total{reason=\"cgroup\"} 2"), "{out}");
     }
 
@@ -65,7 +65,7 @@ mod fake {
         let w = World::new("idle-closed", "fail_closed = true\n[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
-        assert_eq!(out.code, Some(1), "fail closed:\n{out}");
+        assert_eq!(out.code(), Some(1), "fail closed:\n{out}");
         assert!(out.stderr.contains("error: ") && out.stderr.contains("cpu.idle"), "no error:\n{out}");
         // The runtime now kills the container; until then its cookie and its record agree.
         let c = w.cookie(p1);

@@ -30,7 +30,8 @@ mod concurrent {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
-    use crate::fakeworld::{Out, World, check_consistent, members, state};
+    use crate::common::Output;
+    use crate::fakeworld::{World, check_consistent, members, state};
 
     const GROUPS: usize = 10;
     const FIRST: usize = 100;
@@ -64,7 +65,7 @@ mod concurrent {
     }
 
     /// Runs `ops` through `PARALLEL` worker threads, each starting one hook process at a time.
-    fn run_concurrently(w: &World, ops: &[Op]) -> Vec<(Op, Out)> {
+    fn run_concurrently(w: &World, ops: &[Op]) -> Vec<(Op, Output)> {
         let next = AtomicUsize::new(0);
         let results = Mutex::new(Vec::with_capacity(ops.len()));
         std::thread::scope(|s| {
@@ -82,9 +83,9 @@ mod concurrent {
         results.into_inner().unwrap()
     }
 
-    fn check_all_ok(results: &[(Op, Out)]) {
+    fn check_all_ok(results: &[(Op, Output)]) {
         for (op, out) in results {
-            assert_eq!(out.code, Some(0), "{op:?} failed:\n{out}");
+            assert_eq!(out.code(), Some(0), "{op:?} failed:\n{out}");
             assert!(
                 !out.stderr.contains(" warn: ") && !out.stderr.contains(" error: "),
                 "{op:?} warned or failed:\n{out}"
