@@ -1,23 +1,27 @@
-//! Shared support for the integration tests: a per-test temp dir, busybox bundles wired to the real
-//! hook binary, runc / crun (in a private mount namespace) / podman runs with private roots and a
-//! timeout, the hook's log file, cleanup that runs even when a test fails, and failure dumps.
+//! Shared support for the integration tests: the one world fixture ([`World`]: a per-test temp
+//! dir, the hook's config and log file, `sleep` processes standing in for container inits, cleanup
+//! that runs even when a test fails, failure dumps; its fake-kernel side is in `tests/fakeworld`),
+//! the one process runner ([`run_command`]), busybox bundles wired to the real hook binary, runc /
+//! crun (in a private mount namespace) / podman runs with private roots and a timeout, and the skip
+//! ([`skip`]) and wait ([`wait`]) helpers.
 //!
-//! Every command runs with stdin from `/dev/null` (tests run without a terminal in CI), stdout and
-//! stderr go to files in the temp dir (a detached container inherits them: pipes would block), and
-//! each one is recorded so that a failing check prints the whole transcript plus the hook's log.
+//! Every command runs with stdin from `/dev/null` (tests run without a terminal in CI) or its input
+//! written from a thread, stdout and stderr go to files (a detached container inherits them: pipes
+//! would block), and a world records each of its commands so that a failing check prints the whole
+//! transcript plus the hook's log.
 //!
 //! Set `OCSH_KEEP_TEMP=1` to keep the temp dirs for inspection.
 
 #![allow(dead_code)]
 
-use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -369,30 +373,56 @@ pub fn run_command(dir: Option<&Path>, mut cmd: Command, input: Option<Vec<u8>>,
 // The per-test environment
 // ---------------------------------------------------------------------------------------------
 
-/// A cleanup step, run when the [`TestEnv`] is dropped (also when the test panics).
-type Cleanup = Box<dyn FnOnce()>;
+/// A cleanup step, run when the [`World`] is dropped (also when the test panics).
+type Cleanup = Box<dyn FnOnce() + Send>;
 
-/// One test's world: a temp dir holding the hook config, state dir, log file, bundles and the
-/// runtimes' private roots; a transcript of every command; cleanups.
-pub struct TestEnv {
+/// Locks `m`, also after a panic elsewhere poisoned it (a failing test still cleans up).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What [`World::write_config`] puts in the hook's config besides `syslog = false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookLog {
+    /// `log_file` in the temp dir ([`World::log_file`]): a runtime runs the hook and keeps its
+    /// stderr to itself (crun) or shows it only in an error (runc), so the test reads the file.
+    File,
+    /// `log_level = "debug"`: the test runs the hook itself and reads its stderr.
+    DebugStderr,
+}
+
+/// One test's world, the one fixture of the integration tests: a temp dir holding the hook
+/// config, state dir, log file, bundles, the runtimes' private roots (or, with
+/// [`World::fake_kernel`], the fake kernel's state); the processes standing in for container
+/// inits ([`World::spawn`]); a transcript of every command; cleanups. Shared between threads
+/// (`tests/it/stress.rs` runs hooks from 24 at once).
+pub struct World {
     /// The test's name (for messages).
     pub name: String,
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
-    short_dirs: RefCell<Vec<tempfile::TempDir>>,
-    transcript: RefCell<Vec<Output>>,
-    cleanups: RefCell<Vec<Cleanup>>,
+    hook_log: HookLog,
+    short_dirs: Mutex<Vec<tempfile::TempDir>>,
+    transcript: Mutex<Vec<Output>>,
+    cleanups: Mutex<Vec<Cleanup>>,
+    children: Mutex<Vec<Child>>,
 }
 
-impl fmt::Debug for TestEnv {
+impl fmt::Debug for World {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestEnv").field("name", &self.name).field("root", &self.root).finish()
+        f.debug_struct("World").field("name", &self.name).field("root", &self.root).finish()
     }
 }
 
-impl TestEnv {
-    /// A fresh temp dir for test `name`.
+impl World {
+    /// A fresh temp dir for test `name`, whose hooks a runtime runs: the config (once written)
+    /// logs to [`World::log_file`].
     pub fn new(name: &str) -> Self {
+        Self::with_hook_log(name, HookLog::File)
+    }
+
+    /// A fresh temp dir for test `name`, the config (once written) set up as `hook_log` says.
+    pub fn with_hook_log(name: &str, hook_log: HookLog) -> Self {
         let dir = tempfile::Builder::new()
             .prefix(&format!("ocsh-{name}-"))
             .tempdir()
@@ -402,9 +432,11 @@ impl TestEnv {
             name: name.to_string(),
             dir: Some(dir),
             root,
-            short_dirs: RefCell::new(Vec::new()),
-            transcript: RefCell::new(Vec::new()),
-            cleanups: RefCell::new(Vec::new()),
+            hook_log,
+            short_dirs: Mutex::new(Vec::new()),
+            transcript: Mutex::new(Vec::new()),
+            cleanups: Mutex::new(Vec::new()),
+            children: Mutex::new(Vec::new()),
         }
     }
 
@@ -423,7 +455,7 @@ impl TestEnv {
     pub fn short_dir(&self) -> PathBuf {
         let d = tempfile::Builder::new().prefix("ocsh-").tempdir().expect("short temp dir");
         let p = d.path().to_path_buf();
-        self.short_dirs.borrow_mut().push(d);
+        lock(&self.short_dirs).push(d);
         p
     }
 
@@ -442,10 +474,14 @@ impl TestEnv {
         self.path("config.toml")
     }
 
-    /// Writes the hook config: `syslog = false`, `log_file` in the temp dir, then `extra` lines.
+    /// (Re)writes the hook config: `syslog = false`, then `log_file` in the temp dir or
+    /// `log_level = "debug"` ([`HookLog`]), then `extra` lines.
     pub fn write_config(&self, extra: &str) {
-        let text = format!("syslog = false\nlog_file = {:?}\n{extra}\n", self.log_file().display().to_string());
-        std::fs::write(self.config_path(), text).expect("write config");
+        let log = match self.hook_log {
+            HookLog::File => format!("log_file = {:?}", self.log_file().display().to_string()),
+            HookLog::DebugStderr => "log_level = \"debug\"".to_string(),
+        };
+        std::fs::write(self.config_path(), format!("syslog = false\n{log}\n{extra}\n")).expect("write config");
     }
 
     /// Makes the state dir unusable on any kernel: a regular file where the directory should be.
@@ -483,12 +519,12 @@ impl TestEnv {
     /// Runs a command, writing `input` to its stdin from a thread when given.
     pub fn run_input(&self, cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
         let out = run_command(Some(&self.root), cmd, input, timeout);
-        self.transcript.borrow_mut().push(out.clone());
+        lock(&self.transcript).push(out.clone());
         out
     }
 
-    /// Runs the hook binary with `args`.
-    pub fn hook(&self, args: &[&str]) -> Output {
+    /// Runs the hook binary with `args` (as they are: no `--config`, no `--state-dir`).
+    pub fn binary(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(HOOK);
         cmd.args(args);
         self.run(cmd, HOOK_TIMEOUT)
@@ -503,7 +539,7 @@ impl TestEnv {
             args.extend(["--stage", s]);
         }
         args.extend(["--state", state.as_str()]);
-        self.hook(&args)
+        self.binary(&args)
     }
 
     /// The names of the entries of `dir`, sorted; an unreadable dir fails the test, naming it.
@@ -525,8 +561,35 @@ impl TestEnv {
     }
 
     /// Registers a cleanup step (run in reverse order at drop, before the temp dir is removed).
-    pub fn on_drop(&self, f: impl FnOnce() + 'static) {
-        self.cleanups.borrow_mut().push(Box::new(f));
+    pub fn on_drop(&self, f: impl FnOnce() + Send + 'static) {
+        lock(&self.cleanups).push(Box::new(f));
+    }
+
+    /// Starts a `sleep` standing in for a container init (killed and reaped at drop); its pid.
+    pub fn spawn(&self) -> i32 {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+        let child = cmd.spawn().expect("spawn sleep");
+        let pid = child.id() as i32;
+        lock(&self.children).push(child);
+        pid
+    }
+
+    /// Kills and reaps a process started with [`World::spawn`].
+    pub fn kill(&self, pid: i32) {
+        let mut children = lock(&self.children);
+        if let Some(i) = children.iter().position(|c| c.id() as i32 == pid) {
+            let mut c = children.remove(i);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A pid that is certainly dead: a process that was started, killed and reaped.
+    pub fn dead_pid(&self) -> i32 {
+        let pid = self.spawn();
+        self.kill(pid);
+        pid
     }
 
     /// The hook's log file, or a note that it does not exist.
@@ -574,7 +637,7 @@ impl TestEnv {
     /// hook log.
     pub fn dump(&self) -> String {
         let mut s = format!("===== {} (temp dir {}) =====\n", self.name, self.root.display());
-        for out in self.transcript.borrow().iter() {
+        for out in lock(&self.transcript).iter() {
             s.push_str(&out.to_string());
         }
         s.push_str(&format!("===== hook log {} =====\n{}\n", self.log_file().display(), clip(&self.hook_log())));
@@ -603,16 +666,20 @@ fn processes_mentioning(paths: &[String]) -> Vec<(i32, String)> {
         .collect()
 }
 
-impl Drop for TestEnv {
+impl Drop for World {
     fn drop(&mut self) {
-        let cleanups: Vec<Cleanup> = self.cleanups.borrow_mut().drain(..).collect();
+        let cleanups: Vec<Cleanup> = lock(&self.cleanups).drain(..).collect();
         for c in cleanups.into_iter().rev() {
             c();
+        }
+        for mut c in lock(&self.children).drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
         }
         // Background helpers the test started (podman's conmon and its `container cleanup` exit
         // command) may outlive the commands: wait for them, or they recreate the dirs after removal.
         let mut paths = vec![self.root.display().to_string()];
-        paths.extend(self.short_dirs.borrow().iter().map(|d| d.path().display().to_string()));
+        paths.extend(lock(&self.short_dirs).iter().map(|d| d.path().display().to_string()));
         let start = Instant::now();
         loop {
             let left = processes_mentioning(&paths);
@@ -631,7 +698,7 @@ impl Drop for TestEnv {
             std::thread::sleep(Duration::from_millis(20));
         }
         if std::env::var_os("OCSH_KEEP_TEMP").is_some() {
-            let short: Vec<tempfile::TempDir> = self.short_dirs.borrow_mut().drain(..).collect();
+            let short: Vec<tempfile::TempDir> = lock(&self.short_dirs).drain(..).collect();
             for dir in self.dir.take().into_iter().chain(short) {
                 eprintln!("{}: kept temp dir {}", self.name, dir.keep().display());
             }
@@ -735,7 +802,7 @@ impl Bundle {
 }
 
 /// One hook entry of config.json.
-fn hook_entry(env: &TestEnv, stage: &str, stages: StageArgs) -> Value {
+fn hook_entry(env: &World, stage: &str, stages: StageArgs) -> Value {
     let stage_flag = (stages == StageArgs::Flags).then_some(stage);
     json!({"path": HOOK, "args": env.hook_args(stage_flag), "timeout": 10})
 }
@@ -743,7 +810,7 @@ fn hook_entry(env: &TestEnv, stage: &str, stages: StageArgs) -> Value {
 /// Creates a bundle: rootfs, then `runc spec` (or `crun spec` when runc is absent) edited with
 /// serde_json: no terminal, writable root, the annotations, `/share` bind mount, hooks at
 /// createRuntime, poststart and poststop, `linux.cgroupsPath = /<id>` (a leaf of its own).
-pub fn make_bundle(env: &TestEnv, spec: &BundleSpec) -> Bundle {
+pub fn make_bundle(env: &World, spec: &BundleSpec) -> Bundle {
     let dir = env.path(&format!("bundle-{}", spec.id));
     let share = env.path(&format!("share-{}", spec.id));
     std::fs::create_dir_all(&dir).expect("mkdir bundle");
@@ -827,7 +894,7 @@ impl Rt {
 /// A runtime bound to a test's private root.
 #[derive(Debug)]
 pub struct Oci<'a> {
-    env: &'a TestEnv,
+    env: &'a World,
     /// Which runtime.
     pub rt: Rt,
     bin: PathBuf,
@@ -836,7 +903,7 @@ pub struct Oci<'a> {
 
 impl<'a> Oci<'a> {
     /// The runtime with its state under `<temp>/<name>-root`.
-    pub fn new(env: &'a TestEnv, rt: Rt) -> Self {
+    pub fn new(env: &'a World, rt: Rt) -> Self {
         let bin = which(rt.name()).expect("runtime binary (checked by require)");
         let root = env.path(&format!("{}-root", rt.name()));
         Self { env, rt, bin, root }
@@ -943,7 +1010,7 @@ impl<'a> Oci<'a> {
 /// made from the project's `hooks.d/oci-coresched-hook.json`.
 #[derive(Debug)]
 pub struct Podman<'a> {
-    env: &'a TestEnv,
+    env: &'a World,
     bin: PathBuf,
     hooks_dir: PathBuf,
     runroot: PathBuf,
@@ -952,7 +1019,7 @@ pub struct Podman<'a> {
 impl<'a> Podman<'a> {
     /// Sets up the hooks dir: the project's hooks.d file with only `hook.path` (the built binary)
     /// and `hook.args` (`--config`/`--state-dir` added before `hook`) rewritten.
-    pub fn new(env: &'a TestEnv) -> Self {
+    pub fn new(env: &'a World) -> Self {
         let bin = which("podman").expect("podman (checked by require)");
         let hooks_dir = env.path("hooks.d");
         std::fs::create_dir_all(&hooks_dir).expect("mkdir hooks.d");
@@ -1022,7 +1089,7 @@ impl<'a> Podman<'a> {
 
 /// podman's flags for a test of its own: private storage, run root and tmp dir under `env`, runc
 /// with its own root, vfs, cgroupfs, file events, and `hooks_dir` as the only hooks dir.
-pub fn podman_flags(env: &TestEnv, runroot: &Path, hooks_dir: &Path) -> Vec<std::ffi::OsString> {
+pub fn podman_flags(env: &World, runroot: &Path, hooks_dir: &Path) -> Vec<std::ffi::OsString> {
     let mut v: Vec<std::ffi::OsString> = vec![
         "--root".into(),
         env.path("podman-storage").into(),

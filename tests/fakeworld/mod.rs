@@ -1,8 +1,10 @@
-//! A world for binary-level tests of the cookie path on a host without `CONFIG_SCHED_CORE`: the
-//! real hook binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real
-//! `sleep` processes as container inits, and a private temp dir holding the config, the state
-//! dir, the fake kernel's state and the cgroup mount the hook sees (`OCH_FAKE_CGROUP_ROOT`). Used
-//! by the `bad_input`, `error_messages`, `faults`, `follow`, `nri`, `sched_idle` and `stress` tests
+//! The fake kernel's side of the world fixture ([`World::fake_kernel`], `tests/common`), for
+//! binary-level tests of the cookie path on a host without `CONFIG_SCHED_CORE`: the real hook
+//! binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real `sleep`
+//! processes as container inits ([`World::spawn`]), and the world's temp dir holding the config,
+//! the state dir, the fake kernel's state and the cgroup mount the hook sees
+//! (`OCH_FAKE_CGROUP_ROOT`); OCI state documents and the cache's consistency checks. Used by the
+//! `bad_input`, `error_messages`, `faults`, `follow`, `nri`, `sched_idle` and `stress` tests
 //! (`tests/it`).
 //!
 //! Without the feature those tests still exist: [`needs_feature`] fails them under `CI` and
@@ -10,15 +12,13 @@
 
 #![allow(dead_code)]
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{HOOK, Output, run_command, skip};
+use crate::common::{HOOK, HookLog, Output, World, run_command, skip};
 
 /// Longest a single hook (or `list`) run may take before the test calls it stuck.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -52,41 +52,20 @@ pub fn pod(namespace: &'static str, group: &'static str) -> Vec<(&'static str, &
     vec![("io.kubernetes.pod.namespace", namespace), ("oci-coresched-hook/group", group)]
 }
 
-/// A temp dir with a config, a state dir, a fake kernel and the `sleep` processes standing in for
-/// container inits (killed and reaped on drop).
-#[derive(Debug)]
-pub struct World {
-    dir: tempfile::TempDir,
-    children: Mutex<Vec<Child>>,
-}
-
+/// The fake kernel's side of the one world fixture ([`World`]): a world whose hooks the test runs
+/// itself, over the fake kernel whose state is a file in the temp dir.
 impl World {
-    /// A fresh world; the config is `syslog = false`, `log_level = "debug"` plus `extra`.
-    pub fn new(tag: &str, extra_config: &str) -> Self {
-        let dir = tempfile::Builder::new().prefix(&format!("och-{tag}-")).tempdir().expect("temp dir");
-        let w = Self { dir, children: Mutex::new(Vec::new()) };
+    /// A fresh world for `tag`; the config is `syslog = false`, `log_level = "debug"` plus
+    /// `extra_config` (the hook's log is its stderr, which the test reads).
+    pub fn fake_kernel(tag: &str, extra_config: &str) -> Self {
+        let w = Self::with_hook_log(tag, HookLog::DebugStderr);
         w.write_config(extra_config);
         w
-    }
-
-    /// The temp dir.
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// A path in the temp dir.
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
     }
 
     /// The fake kernel's shared state file.
     pub fn kernel_file(&self) -> PathBuf {
         self.path("fake-kernel.json")
-    }
-
-    /// The hook's state dir.
-    pub fn state_dir(&self) -> PathBuf {
-        self.path("state")
     }
 
     /// The cache.
@@ -98,44 +77,6 @@ impl World {
     /// it, so no test ever writes the host's cgroups.
     pub fn cgroup_root(&self) -> PathBuf {
         self.path("cgroup")
-    }
-
-    /// The config file.
-    pub fn config_path(&self) -> PathBuf {
-        self.path("config.toml")
-    }
-
-    /// (Re)writes the config.
-    pub fn write_config(&self, extra: &str) {
-        std::fs::write(self.config_path(), format!("syslog = false\nlog_level = \"debug\"\n{extra}\n"))
-            .expect("write config");
-    }
-
-    /// Starts a `sleep` standing in for a container init; returns its pid.
-    pub fn spawn(&self) -> i32 {
-        let mut cmd = Command::new("sleep");
-        cmd.arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
-        let child = cmd.spawn().expect("spawn sleep");
-        let pid = child.id() as i32;
-        self.children.lock().unwrap().push(child);
-        pid
-    }
-
-    /// Kills and reaps a process started with [`World::spawn`].
-    pub fn kill(&self, pid: i32) {
-        let mut children = self.children.lock().unwrap();
-        if let Some(i) = children.iter().position(|c| c.id() as i32 == pid) {
-            let mut c = children.remove(i);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// A pid that is certainly dead: a process that was started, killed and reaped.
-    pub fn dead_pid(&self) -> i32 {
-        let pid = self.spawn();
-        self.kill(pid);
-        pid
     }
 
     /// `oci-coresched-hook --config C --state-dir S ARGS` over the fake kernel.
@@ -157,14 +98,15 @@ impl World {
         cmd
     }
 
-    /// Runs the binary with `args` and `input` on stdin.
-    pub fn run(&self, args: &[&str], input: &[u8]) -> Output {
-        run(self.cmd(args), input)
+    /// Runs [`World::cmd`] with `args` and `input` on stdin (a pipe, also when empty), recorded
+    /// in the transcript, killed after [`RUN_TIMEOUT`].
+    pub fn cli(&self, args: &[&str], input: &[u8]) -> Output {
+        self.run_input(self.cmd(args), Some(input.to_vec()), RUN_TIMEOUT)
     }
 
     /// `hook` with the state on stdin.
     pub fn hook(&self, input: &[u8]) -> Output {
-        self.run(&["hook"], input)
+        self.cli(&["hook"], input)
     }
 
     /// A createRuntime hook that must succeed: container `id` with init `pid`.
@@ -184,14 +126,14 @@ impl World {
 
     /// `list --json`, which must succeed.
     pub fn list(&self) -> Value {
-        let out = self.run(&["list", "--json"], b"");
+        let out = self.cli(&["list", "--json"], b"");
         assert_eq!(out.code(), Some(0), "list --json failed:\n{out}");
         serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("list --json is not JSON ({e}):\n{out}"))
     }
 
     /// The cookie the fake kernel gives `pid` now (`inspect PID --json`).
     pub fn cookie(&self, pid: i32) -> String {
-        let out = self.run(&["--log-level", "off", "inspect", &pid.to_string(), "--json"], b"");
+        let out = self.cli(&["--log-level", "off", "inspect", &pid.to_string(), "--json"], b"");
         assert_eq!(out.code(), Some(0), "inspect {pid} failed:\n{out}");
         let v: Value = serde_json::from_str(&out.stdout).expect("inspect JSON");
         v["cookie"].as_str().expect("cookie string").to_string()
@@ -223,19 +165,6 @@ impl World {
         let store = oci_coresched_hook::store::Store::open(&dir.db_path()).expect("open cache");
         assert!(store.quarantined.is_none(), "the cache had to be quarantined");
         store.integrity_check().expect("integrity_check")
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        for mut c in self.children.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::env::var_os("OCSH_KEEP_TEMP").is_some() {
-            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
-            eprintln!("kept temp dir {}", dir.keep().display());
-        }
     }
 }
 

@@ -34,8 +34,9 @@ mod table {
     use std::time::{Duration, Instant};
 
     use crate::common::Output;
+    use crate::common::World;
     use crate::common::wait::wait_until;
-    use crate::fakeworld::{World, check_consistent, members, pod, run, state};
+    use crate::fakeworld::{check_consistent, members, pod, run, state};
 
     /// What the cache must look like after the row.
     #[derive(Debug, Clone)]
@@ -183,7 +184,7 @@ mod table {
             ("--state FILE not JSON (manual run)", |w| {
                 std::fs::write(w.path("bad.json"), "not json").unwrap();
                 let f = w.path("bad.json").display().to_string();
-                Check::new(w.run(&["hook", "--state", &f], b""), 2, "failed to use state file").msg("not valid JSON")
+                Check::new(w.cli(&["hook", "--state", &f], b""), 2, "failed to use state file").msg("not valid JSON")
             }),
             // ---- pid ----
             ("pid missing", |w| {
@@ -557,7 +558,7 @@ mod table {
     }
     impl ListOut for World {
         fn list_out(&self) -> Output {
-            self.run(&["list"], b"")
+            self.cli(&["list"], b"")
         }
     }
 
@@ -677,7 +678,7 @@ mod table {
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         for (name, f) in &cases {
-            let w = World::new("bad-input", "");
+            let w = World::fake_kernel("bad-input", "");
             let seeded = seed(&w);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let check = f(&w);

@@ -477,9 +477,10 @@ fn hook_failures_say_their_cause_once() {
 fn hook_failures_say_their_cause_once() {
     use std::os::unix::fs::PermissionsExt;
 
-    use fakeworld::{World, pod, run, state};
+    use crate::common::World;
+    use fakeworld::{pod, run, state};
 
-    let w = World::new("errmsg", "");
+    let w = World::fake_kernel("errmsg", "");
     for fail_closed in [false, true] {
         w.write_config(if fail_closed { "fail_closed = true" } else { "" });
         let code = Some(i32::from(fail_closed));

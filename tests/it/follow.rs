@@ -24,8 +24,9 @@ mod with_fake_kernel {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
+    use crate::common::World;
     use crate::common::wait::{POLL, poll, wait_for, wait_until};
-    use crate::fakeworld::{World, pod};
+    use crate::fakeworld::pod;
 
     const V2: &str = "/sys/fs/cgroup/unified";
 
@@ -218,7 +219,7 @@ mod with_fake_kernel {
         if !ready("exec_d_and_forked_processes_get_the_cookie_and_host_processes_never") {
             return;
         }
-        let w = World::new("follow", "");
+        let w = World::fake_kernel("follow", "");
         let cg = Cgroup::new("a");
         let (_init, cookie) = member(&w, &cg);
         let host_before = w.spawn();
@@ -243,7 +244,7 @@ mod with_fake_kernel {
         // own fix from its fork event (the real kernel's children inherit the parent's cookie).
         // Polled every 200 ms: each look is a process that reads every process of the cgroup.
         let look = poll(Duration::from_secs(60), Duration::from_millis(200), || {
-            let out = w.run(&["reconcile", "--dry-run", "--json"], b"");
+            let out = w.cli(&["reconcile", "--dry-run", "--json"], b"");
             let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
             let seen = r["members"][0]["processes"].as_u64().unwrap_or(0);
             let unfixed = r["members"][0]["fixed"].as_array().map_or(usize::MAX, Vec::len);
@@ -273,7 +274,7 @@ mod with_fake_kernel {
         if !ready("a_member_whose_init_exits_without_a_poststop_leaves_the_cache") {
             return;
         }
-        let w = World::new("follow-gone", "");
+        let w = World::fake_kernel("follow-gone", "");
         let cg = Cgroup::new("c");
         let (init, _cookie) = member(&w, &cg);
         let f = Follower::start(&w, &[], "3600");
@@ -292,7 +293,7 @@ mod with_fake_kernel {
         if !ready("a_killed_follower_catches_up_at_restart_and_without_net_admin_it_sweeps") {
             return;
         }
-        let w = World::new("follow-restart", "");
+        let w = World::fake_kernel("follow-restart", "");
         let cg = Cgroup::new("b");
         let (_init, cookie) = member(&w, &cg);
         let f = Follower::start(&w, &[], "3600");

@@ -5,9 +5,9 @@
 //! `cargo test --test it runtimes::podman` one test of `runtimes.rs`.
 //!
 //! Shared support, outside this directory because the library's unit tests include a part of it
-//! (`src/lib.rs` includes `tests/common/skip.rs`): [`common`] (the per-test environment of the
-//! runtime tests, their process runner, runtimes and bundles, the skip and wait helpers) and
-//! [`fakeworld`] (the world over the shared fake kernel).
+//! (`src/lib.rs` includes `tests/common/skip.rs`): [`common`] (the world fixture, the process
+//! runner, runtimes and bundles, the skip and wait helpers) and [`fakeworld`] (the world's side
+//! over the shared fake kernel, OCI state documents, the cache's consistency checks).
 
 #[macro_use]
 #[path = "../common/mod.rs"]

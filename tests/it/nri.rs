@@ -252,7 +252,7 @@ fn bad_flags_are_usage_errors() {
 #[cfg(feature = "fake-kernel")]
 #[test]
 fn synchronize_gives_running_containers_their_cookies() {
-    let world = fakeworld::World::new("nri-sync", "");
+    let world = crate::common::World::fake_kernel("nri-sync", "");
     let socket = world.path("nri.sock");
     let listener = UnixListener::bind(&socket).unwrap();
     let (p1, p2, p3) = (world.spawn(), world.spawn(), world.spawn());

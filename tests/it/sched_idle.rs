@@ -21,7 +21,8 @@ mod skipped {
 
 #[cfg(feature = "fake-kernel")]
 mod fake {
-    use crate::fakeworld::{World, check_consistent, members, state};
+    use crate::common::World;
+    use crate::fakeworld::{check_consistent, members, state};
 
     /// Annotations of a BestEffort container of group `batch` in namespace `tenant-a`.
     const BE: [(&str, &str); 3] = [
@@ -39,7 +40,7 @@ mod fake {
 
     #[test]
     fn cpu_idle_failure_keeps_the_membership_and_fails_open() {
-        let w = World::new("idle-open", "[qos.BE]\nsched_idle = true");
+        let w = World::fake_kernel("idle-open", "[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
         assert_eq!(out.code(), Some(0), "fail open:\n{out}");
@@ -55,14 +56,14 @@ mod fake {
         assert_eq!(w.cookie(p2), c, "c2 must share c1's cookie, not get a second one");
         assert_eq!(cached(&w), [(g.clone(), "c1".into(), c.clone()), (g, "c2".into(), c)]);
 
-        let out = w.run(&["metrics"], b"");
+        let out = w.cli(&["metrics"], b"");
         assert_eq!(out.code(), Some(0), "{out}");
         assert!(out.stdout.contains("oci_coresched_hook_failures_total{reason=\"cgroup\"} 2"), "{out}");
     }
 
     #[test]
     fn cpu_idle_failure_fails_closed_and_keeps_the_record() {
-        let w = World::new("idle-closed", "fail_closed = true\n[qos.BE]\nsched_idle = true");
+        let w = World::fake_kernel("idle-closed", "fail_closed = true\n[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
         assert_eq!(out.code(), Some(1), "fail closed:\n{out}");

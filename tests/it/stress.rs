@@ -31,7 +31,8 @@ mod concurrent {
     use std::time::Instant;
 
     use crate::common::Output;
-    use crate::fakeworld::{World, check_consistent, members, state};
+    use crate::common::World;
+    use crate::fakeworld::{check_consistent, members, state};
 
     const GROUPS: usize = 10;
     const FIRST: usize = 100;
@@ -105,7 +106,7 @@ mod concurrent {
 
     pub fn run() {
         // fail_closed: any failure is an exit 1; a generous lock timeout: 24 hooks queue for it.
-        let w = World::new("stress", "fail_closed = true\nlock_timeout_ms = 60000");
+        let w = World::fake_kernel("stress", "fail_closed = true\nlock_timeout_ms = 60000");
         let t0 = Instant::now();
 
         // Phase 1: 100 containers, 10 per group, all at once.
