@@ -17,9 +17,9 @@ mod support;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{
-    CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks, PodSandbox, state,
-};
+use oci_coresched_hook::nri::messages::{CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks};
+#[cfg(feature = "fake-kernel")]
+use oci_coresched_hook::nri::messages::{PodSandbox, state};
 use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
 use oci_coresched_hook::nri::wire;
