@@ -514,6 +514,7 @@ mod table {
     }
 
     fn lock_row(w: &World, extra: &str, code: i32) -> Check {
+        let _timed = crate::common::timed();
         w.write_config(&format!("lock_timeout_ms = 300\n{extra}"));
         let lock = w.state_dir().join("lock");
         // A process group of its own: flock and the `sleep` holding the lock die together.

@@ -219,6 +219,9 @@ mod with_fake_kernel {
         if !ready("exec_d_and_forked_processes_get_the_cookie_and_host_processes_never") {
             return;
         }
+        // A storm of 1,000 forks, each an event the follower handles: no test with a wall-clock
+        // bound beside it.
+        let _alone = crate::common::heavy_load();
         let w = World::fake_kernel("follow", "");
         let cg = Cgroup::new("a");
         let (_init, cookie) = member(&w, &cg);

@@ -155,6 +155,7 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
 /// once; the plugin must be back within a poll of that socket, not after its backoff step.
 #[test]
 fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff() {
+    let _timed = crate::common::timed();
     let s = setup("comeback");
     // The socket is there before the plugin starts, so its first connect finds it: the two
     // "there anew" lines counted at the end are the restart's and the crash's, never a race
