@@ -2,7 +2,7 @@
 # Sets up a fresh Debian 12 machine and runs every test tier of oci-coresched-hook:
 #   1. lints (rustfmt, clippy, pyflakes) 2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
 #   3. packaging (tests/packaging/run.sh): .deb/.rpm/image, install, podman through the installed hook;
-#      then tests/release_binary.rs over the packaged binary (no fake kernel or fault points in it)
+#      then tests/it/release_binary.rs over the packaged binary (no fake kernel or fault points in it)
 #   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
 #   5. the field tier (tests/field/run.sh): the same kernel with a Debian 13 root (debootstrap,
 #      cached): containerd CRI pods and podman 5 with crun and runc, cookies read by coresched
@@ -62,8 +62,8 @@ tests/packaging/run.sh
 
 # Needs the binary the packaging tier just built (target/packaging/rpm/, image/), so it is
 # #[ignore]d in the cargo test step above.
-log "the shipped binary has no fake kernel, fault points or phase timing (tests/release_binary.rs)"
-cargo test --locked --all-features --test release_binary -- --ignored 2>&1
+log "the shipped binary has no fake kernel, fault points or phase timing (tests/it/release_binary.rs)"
+cargo test --locked --all-features --test it release_binary:: -- --ignored 2>&1
 
 if [[ ${OCH_SKIP_VM:-} == 1 && -z ${CI:-} ]]; then
     log "SKIPPED: the real-kernel VM tier and the field tier (OCH_SKIP_VM=1)" >&2

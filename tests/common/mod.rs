@@ -1,29 +1,34 @@
-//! Shared support for the integration tests: a per-test temp dir, busybox bundles wired to the real
-//! hook binary, runc / crun (in a private mount namespace) / podman runs with private roots and a
-//! timeout, the hook's log file, cleanup that runs even when a test fails, and failure dumps.
+//! Shared support for the integration tests: the one world fixture ([`World`]: a per-test temp
+//! dir, the hook's config and log file, `sleep` processes standing in for container inits, cleanup
+//! that runs even when a test fails, failure dumps; its fake-kernel side is in `tests/fakeworld`),
+//! the one process runner ([`run_command`]), busybox bundles wired to the real hook binary, runc /
+//! crun (in a private mount namespace) / podman runs with private roots and a timeout, and the skip
+//! ([`skip`]) and wait ([`wait`]) helpers.
 //!
-//! Every command runs with stdin from `/dev/null` (tests run without a terminal in CI), stdout and
-//! stderr go to files in the temp dir (a detached container inherits them: pipes would block), and
-//! each one is recorded so that a failing check prints the whole transcript plus the hook's log.
+//! Every command runs with stdin from `/dev/null` (tests run without a terminal in CI) or its input
+//! written from a thread, stdout and stderr go to files (a detached container inherits them: pipes
+//! would block), and a world records each of its commands so that a failing check prints the whole
+//! transcript plus the hook's log.
 //!
 //! Set `OCSH_KEEP_TEMP=1` to keep the temp dirs for inspection.
 
 #![allow(dead_code)]
 
-use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 pub mod rootless;
 mod skip;
+pub mod wait;
 pub use skip::skip;
 
 /// The hook binary under test.
@@ -225,6 +230,28 @@ pub fn broken_state_dir_failure_text() -> &'static str {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tests that must not overlap
+// ---------------------------------------------------------------------------------------------
+
+/// All integration tests run in one process, two (one per CPU) at a time, whatever file they come
+/// from. A test that loads the machine (a fork storm, two dozen hooks at once) must not run beside
+/// a test that asserts a wall-clock bound: the bound would measure the other test. (When each file
+/// was a test binary of its own, cargo ran the files one after another.)
+static LOAD: RwLock<()> = RwLock::new(());
+
+/// Held for its whole run by a test that loads the machine: it waits until no [`timed`] test
+/// runs, and none starts until it is done.
+pub fn heavy_load() -> RwLockWriteGuard<'static, ()> {
+    LOAD.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held by a test (or the part of one) that asserts a wall-clock bound: timed tests run beside each
+/// other and beside any light test, never beside a [`heavy_load`] one.
+pub fn timed() -> RwLockReadGuard<'static, ()> {
+    LOAD.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Commands
 // ---------------------------------------------------------------------------------------------
 
@@ -247,6 +274,11 @@ impl Output {
     /// The exit code (`None`: killed by a signal or timed out).
     pub fn code(&self) -> Option<i32> {
         self.status.and_then(|s| s.code())
+    }
+
+    /// The signal that killed it (`None`: it exited, or timed out).
+    pub fn signal(&self) -> Option<i32> {
+        self.status.and_then(|s| s.signal())
     }
 
     /// Exit code 0.
@@ -290,15 +322,42 @@ fn seq() -> usize {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Runs `cmd` (stdin `/dev/null`, or `input` written from a thread) in its own process group,
-/// killing the group after `timeout`. stdout/stderr go to files under `dir`.
-pub fn run_command(dir: &Path, mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
+/// A file for a command's stdout or stderr: `dir/name` (kept with a kept temp dir), or an
+/// anonymous temp file without `dir`. A file, not a pipe: a detached container inherits it, and
+/// a pipe would keep the reader waiting for it.
+fn capture_file(dir: Option<&Path>, name: &str) -> File {
+    match dir {
+        Some(d) => {
+            let path = d.join(name);
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("create {}: {e}", path.display()))
+        }
+        None => tempfile::tempfile().expect("anonymous temp file"),
+    }
+}
+
+/// What the command wrote to `file` (its copy of the descriptor shares the offset: rewind).
+fn read_back(mut file: File) -> String {
+    let mut bytes = Vec::new();
+    let _ = file.rewind().and_then(|()| file.read_to_end(&mut bytes));
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The one way the tests run a process: `cmd` with stdin `/dev/null`, or `input` written from a
+/// thread; in its own process group, killed with the group after `timeout`; stdout and stderr in
+/// files (`cmd-<n>.stdout`, `cmd-<n>.stderr` under `dir`, or anonymous ones without `dir`).
+pub fn run_command(dir: Option<&Path>, mut cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
     let n = seq();
-    let out_path = dir.join(format!("cmd-{n}.stdout"));
-    let err_path = dir.join(format!("cmd-{n}.stderr"));
+    let out_file = capture_file(dir, &format!("cmd-{n}.stdout"));
+    let err_file = capture_file(dir, &format!("cmd-{n}.stderr"));
     let cmdline = format!("{cmd:?}");
-    cmd.stdout(File::create(&out_path).expect("create stdout file"));
-    cmd.stderr(File::create(&err_path).expect("create stderr file"));
+    cmd.stdout(out_file.try_clone().expect("dup stdout file"));
+    cmd.stderr(err_file.try_clone().expect("dup stderr file"));
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.process_group(0);
     let start = Instant::now();
@@ -310,56 +369,82 @@ pub fn run_command(dir: &Path, mut cmd: Command, input: Option<Vec<u8>>, timeout
             let _ = stdin.write_all(&bytes);
         })
     });
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() >= timeout => {
-                // SAFETY: kill(2) with a negative pid signals the process group we created with
-                // process_group(0); it has no memory-safety preconditions.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => panic!("failed to wait for {cmdline}: {e}"),
+    let exited = wait::poll(timeout, Duration::from_millis(5), || match child.try_wait() {
+        Ok(Some(status)) => Ok(status),
+        Ok(None) => Err(()),
+        Err(e) => panic!("failed to wait for {cmdline}: {e}"),
+    });
+    let status = match exited {
+        Ok(status) => Some(status),
+        Err(()) => {
+            // SAFETY: kill(2) with a negative pid signals the process group we created with
+            // process_group(0); it has no memory-safety preconditions.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            None
         }
     };
     let elapsed = start.elapsed();
     if let Some(w) = writer {
         let _ = w.join();
     }
-    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
-    Output { cmdline, status, stdout: read(&out_path), stderr: read(&err_path), elapsed }
+    Output { cmdline, status, stdout: read_back(out_file), stderr: read_back(err_file), elapsed }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The per-test environment
 // ---------------------------------------------------------------------------------------------
 
-/// A cleanup step, run when the [`TestEnv`] is dropped (also when the test panics).
-type Cleanup = Box<dyn FnOnce()>;
+/// A cleanup step, run when the [`World`] is dropped (also when the test panics).
+type Cleanup = Box<dyn FnOnce() + Send>;
 
-/// One test's world: a temp dir holding the hook config, state dir, log file, bundles and the
-/// runtimes' private roots; a transcript of every command; cleanups.
-pub struct TestEnv {
+/// Locks `m`, also after a panic elsewhere poisoned it (a failing test still cleans up).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What [`World::write_config`] puts in the hook's config besides `syslog = false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookLog {
+    /// `log_file` in the temp dir ([`World::log_file`]): a runtime runs the hook and keeps its
+    /// stderr to itself (crun) or shows it only in an error (runc), so the test reads the file.
+    File,
+    /// `log_level = "debug"`: the test runs the hook itself and reads its stderr.
+    DebugStderr,
+}
+
+/// One test's world, the one fixture of the integration tests: a temp dir holding the hook
+/// config, state dir, log file, bundles, the runtimes' private roots (or, with
+/// [`World::fake_kernel`], the fake kernel's state); the processes standing in for container
+/// inits ([`World::spawn`]); a transcript of every command; cleanups. Shared between threads
+/// (`tests/it/stress.rs` runs hooks from 24 at once).
+pub struct World {
     /// The test's name (for messages).
     pub name: String,
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
-    short_dirs: RefCell<Vec<tempfile::TempDir>>,
-    transcript: RefCell<Vec<Output>>,
-    cleanups: RefCell<Vec<Cleanup>>,
+    hook_log: HookLog,
+    short_dirs: Mutex<Vec<tempfile::TempDir>>,
+    transcript: Mutex<Vec<Output>>,
+    cleanups: Mutex<Vec<Cleanup>>,
+    children: Mutex<Vec<Child>>,
 }
 
-impl fmt::Debug for TestEnv {
+impl fmt::Debug for World {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestEnv").field("name", &self.name).field("root", &self.root).finish()
+        f.debug_struct("World").field("name", &self.name).field("root", &self.root).finish()
     }
 }
 
-impl TestEnv {
-    /// A fresh temp dir for test `name`.
+impl World {
+    /// A fresh temp dir for test `name`, whose hooks a runtime runs: the config (once written)
+    /// logs to [`World::log_file`].
     pub fn new(name: &str) -> Self {
+        Self::with_hook_log(name, HookLog::File)
+    }
+
+    /// A fresh temp dir for test `name`, the config (once written) set up as `hook_log` says.
+    pub fn with_hook_log(name: &str, hook_log: HookLog) -> Self {
         let dir = tempfile::Builder::new()
             .prefix(&format!("ocsh-{name}-"))
             .tempdir()
@@ -369,9 +454,11 @@ impl TestEnv {
             name: name.to_string(),
             dir: Some(dir),
             root,
-            short_dirs: RefCell::new(Vec::new()),
-            transcript: RefCell::new(Vec::new()),
-            cleanups: RefCell::new(Vec::new()),
+            hook_log,
+            short_dirs: Mutex::new(Vec::new()),
+            transcript: Mutex::new(Vec::new()),
+            cleanups: Mutex::new(Vec::new()),
+            children: Mutex::new(Vec::new()),
         }
     }
 
@@ -390,7 +477,7 @@ impl TestEnv {
     pub fn short_dir(&self) -> PathBuf {
         let d = tempfile::Builder::new().prefix("ocsh-").tempdir().expect("short temp dir");
         let p = d.path().to_path_buf();
-        self.short_dirs.borrow_mut().push(d);
+        lock(&self.short_dirs).push(d);
         p
     }
 
@@ -409,10 +496,14 @@ impl TestEnv {
         self.path("config.toml")
     }
 
-    /// Writes the hook config: `syslog = false`, `log_file` in the temp dir, then `extra` lines.
+    /// (Re)writes the hook config: `syslog = false`, then `log_file` in the temp dir or
+    /// `log_level = "debug"` ([`HookLog`]), then `extra` lines.
     pub fn write_config(&self, extra: &str) {
-        let text = format!("syslog = false\nlog_file = {:?}\n{extra}\n", self.log_file().display().to_string());
-        std::fs::write(self.config_path(), text).expect("write config");
+        let log = match self.hook_log {
+            HookLog::File => format!("log_file = {:?}", self.log_file().display().to_string()),
+            HookLog::DebugStderr => "log_level = \"debug\"".to_string(),
+        };
+        std::fs::write(self.config_path(), format!("syslog = false\n{log}\n{extra}\n")).expect("write config");
     }
 
     /// Makes the state dir unusable on any kernel: a regular file where the directory should be.
@@ -449,13 +540,13 @@ impl TestEnv {
 
     /// Runs a command, writing `input` to its stdin from a thread when given.
     pub fn run_input(&self, cmd: Command, input: Option<Vec<u8>>, timeout: Duration) -> Output {
-        let out = run_command(&self.root, cmd, input, timeout);
-        self.transcript.borrow_mut().push(out.clone());
+        let out = run_command(Some(&self.root), cmd, input, timeout);
+        lock(&self.transcript).push(out.clone());
         out
     }
 
-    /// Runs the hook binary with `args`.
-    pub fn hook(&self, args: &[&str]) -> Output {
+    /// Runs the hook binary with `args` (as they are: no `--config`, no `--state-dir`).
+    pub fn binary(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(HOOK);
         cmd.args(args);
         self.run(cmd, HOOK_TIMEOUT)
@@ -470,7 +561,7 @@ impl TestEnv {
             args.extend(["--stage", s]);
         }
         args.extend(["--state", state.as_str()]);
-        self.hook(&args)
+        self.binary(&args)
     }
 
     /// The names of the entries of `dir`, sorted; an unreadable dir fails the test, naming it.
@@ -492,8 +583,35 @@ impl TestEnv {
     }
 
     /// Registers a cleanup step (run in reverse order at drop, before the temp dir is removed).
-    pub fn on_drop(&self, f: impl FnOnce() + 'static) {
-        self.cleanups.borrow_mut().push(Box::new(f));
+    pub fn on_drop(&self, f: impl FnOnce() + Send + 'static) {
+        lock(&self.cleanups).push(Box::new(f));
+    }
+
+    /// Starts a `sleep` standing in for a container init (killed and reaped at drop); its pid.
+    pub fn spawn(&self) -> i32 {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+        let child = cmd.spawn().expect("spawn sleep");
+        let pid = child.id() as i32;
+        lock(&self.children).push(child);
+        pid
+    }
+
+    /// Kills and reaps a process started with [`World::spawn`].
+    pub fn kill(&self, pid: i32) {
+        let mut children = lock(&self.children);
+        if let Some(i) = children.iter().position(|c| c.id() as i32 == pid) {
+            let mut c = children.remove(i);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A pid that is certainly dead: a process that was started, killed and reaped.
+    pub fn dead_pid(&self) -> i32 {
+        let pid = self.spawn();
+        self.kill(pid);
+        pid
     }
 
     /// The hook's log file, or a note that it does not exist.
@@ -541,7 +659,7 @@ impl TestEnv {
     /// hook log.
     pub fn dump(&self) -> String {
         let mut s = format!("===== {} (temp dir {}) =====\n", self.name, self.root.display());
-        for out in self.transcript.borrow().iter() {
+        for out in lock(&self.transcript).iter() {
             s.push_str(&out.to_string());
         }
         s.push_str(&format!("===== hook log {} =====\n{}\n", self.log_file().display(), clip(&self.hook_log())));
@@ -570,16 +688,20 @@ fn processes_mentioning(paths: &[String]) -> Vec<(i32, String)> {
         .collect()
 }
 
-impl Drop for TestEnv {
+impl Drop for World {
     fn drop(&mut self) {
-        let cleanups: Vec<Cleanup> = self.cleanups.borrow_mut().drain(..).collect();
+        let cleanups: Vec<Cleanup> = lock(&self.cleanups).drain(..).collect();
         for c in cleanups.into_iter().rev() {
             c();
+        }
+        for mut c in lock(&self.children).drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
         }
         // Background helpers the test started (podman's conmon and its `container cleanup` exit
         // command) may outlive the commands: wait for them, or they recreate the dirs after removal.
         let mut paths = vec![self.root.display().to_string()];
-        paths.extend(self.short_dirs.borrow().iter().map(|d| d.path().display().to_string()));
+        paths.extend(lock(&self.short_dirs).iter().map(|d| d.path().display().to_string()));
         let start = Instant::now();
         loop {
             let left = processes_mentioning(&paths);
@@ -598,7 +720,7 @@ impl Drop for TestEnv {
             std::thread::sleep(Duration::from_millis(20));
         }
         if std::env::var_os("OCSH_KEEP_TEMP").is_some() {
-            let short: Vec<tempfile::TempDir> = self.short_dirs.borrow_mut().drain(..).collect();
+            let short: Vec<tempfile::TempDir> = lock(&self.short_dirs).drain(..).collect();
             for dir in self.dir.take().into_iter().chain(short) {
                 eprintln!("{}: kept temp dir {}", self.name, dir.keep().display());
             }
@@ -702,7 +824,7 @@ impl Bundle {
 }
 
 /// One hook entry of config.json.
-fn hook_entry(env: &TestEnv, stage: &str, stages: StageArgs) -> Value {
+fn hook_entry(env: &World, stage: &str, stages: StageArgs) -> Value {
     let stage_flag = (stages == StageArgs::Flags).then_some(stage);
     json!({"path": HOOK, "args": env.hook_args(stage_flag), "timeout": 10})
 }
@@ -710,7 +832,7 @@ fn hook_entry(env: &TestEnv, stage: &str, stages: StageArgs) -> Value {
 /// Creates a bundle: rootfs, then `runc spec` (or `crun spec` when runc is absent) edited with
 /// serde_json: no terminal, writable root, the annotations, `/share` bind mount, hooks at
 /// createRuntime, poststart and poststop, `linux.cgroupsPath = /<id>` (a leaf of its own).
-pub fn make_bundle(env: &TestEnv, spec: &BundleSpec) -> Bundle {
+pub fn make_bundle(env: &World, spec: &BundleSpec) -> Bundle {
     let dir = env.path(&format!("bundle-{}", spec.id));
     let share = env.path(&format!("share-{}", spec.id));
     std::fs::create_dir_all(&dir).expect("mkdir bundle");
@@ -794,7 +916,7 @@ impl Rt {
 /// A runtime bound to a test's private root.
 #[derive(Debug)]
 pub struct Oci<'a> {
-    env: &'a TestEnv,
+    env: &'a World,
     /// Which runtime.
     pub rt: Rt,
     bin: PathBuf,
@@ -803,7 +925,7 @@ pub struct Oci<'a> {
 
 impl<'a> Oci<'a> {
     /// The runtime with its state under `<temp>/<name>-root`.
-    pub fn new(env: &'a TestEnv, rt: Rt) -> Self {
+    pub fn new(env: &'a World, rt: Rt) -> Self {
         let bin = which(rt.name()).expect("runtime binary (checked by require)");
         let root = env.path(&format!("{}-root", rt.name()));
         Self { env, rt, bin, root }
@@ -843,7 +965,7 @@ impl<'a> Oci<'a> {
         let id = id.to_string();
         let dir = self.env.root().to_path_buf();
         self.env.on_drop(move || {
-            let out = run_command(&dir, cmd, None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(&dir), cmd, None, RUNTIME_TIMEOUT);
             if !out.success() {
                 eprintln!("cleanup: {out}");
             }
@@ -888,7 +1010,7 @@ impl<'a> Oci<'a> {
         let start = Instant::now();
         loop {
             // Not through env.run: a poll loop would flood the transcript.
-            let out = run_command(self.env.root(), self.host_cmd(&["state", id]), None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(self.env.root()), self.host_cmd(&["state", id]), None, RUNTIME_TIMEOUT);
             let status = serde_json::from_str::<Value>(&out.stdout).ok().map(|v| v["status"].clone());
             if status == Some(json!("stopped")) {
                 return;
@@ -910,7 +1032,7 @@ impl<'a> Oci<'a> {
 /// made from the project's `hooks.d/oci-coresched-hook.json`.
 #[derive(Debug)]
 pub struct Podman<'a> {
-    env: &'a TestEnv,
+    env: &'a World,
     bin: PathBuf,
     hooks_dir: PathBuf,
     runroot: PathBuf,
@@ -919,7 +1041,7 @@ pub struct Podman<'a> {
 impl<'a> Podman<'a> {
     /// Sets up the hooks dir: the project's hooks.d file with only `hook.path` (the built binary)
     /// and `hook.args` (`--config`/`--state-dir` added before `hook`) rewritten.
-    pub fn new(env: &'a TestEnv) -> Self {
+    pub fn new(env: &'a World) -> Self {
         let bin = which("podman").expect("podman (checked by require)");
         let hooks_dir = env.path("hooks.d");
         std::fs::create_dir_all(&hooks_dir).expect("mkdir hooks.d");
@@ -965,7 +1087,7 @@ impl<'a> Podman<'a> {
         rm.args(["rm", "-f", "-t", "0", id]);
         let dir = self.env.root().to_path_buf();
         self.env.on_drop(move || {
-            let out = run_command(&dir, rm, None, RUNTIME_TIMEOUT);
+            let out = run_command(Some(&dir), rm, None, RUNTIME_TIMEOUT);
             if !out.success() && !out.stderr.contains("no such container") {
                 eprintln!("cleanup: {out}");
             }
@@ -989,7 +1111,7 @@ impl<'a> Podman<'a> {
 
 /// podman's flags for a test of its own: private storage, run root and tmp dir under `env`, runc
 /// with its own root, vfs, cgroupfs, file events, and `hooks_dir` as the only hooks dir.
-pub fn podman_flags(env: &TestEnv, runroot: &Path, hooks_dir: &Path) -> Vec<std::ffi::OsString> {
+pub fn podman_flags(env: &World, runroot: &Path, hooks_dir: &Path) -> Vec<std::ffi::OsString> {
     let mut v: Vec<std::ffi::OsString> = vec![
         "--root".into(),
         env.path("podman-storage").into(),

@@ -1,35 +1,27 @@
-//! A world for binary-level tests of the cookie path on a host without `CONFIG_SCHED_CORE`: the
-//! real hook binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real
-//! `sleep` processes as container inits, and a private temp dir holding the config, the state
-//! dir, the fake kernel's state and the cgroup mount the hook sees (`OCH_FAKE_CGROUP_ROOT`). Used
-//! by `tests/bad_input.rs`, `tests/faults.rs`, `tests/sched_idle.rs` and `tests/stress.rs`.
+//! The fake kernel's side of the world fixture ([`World::fake_kernel`], `tests/common`), for
+//! binary-level tests of the cookie path on a host without `CONFIG_SCHED_CORE`: the real hook
+//! binary over the shared fake kernel (`OCH_FAKE_KERNEL`, feature `fake-kernel`), real `sleep`
+//! processes as container inits ([`World::spawn`]), and the world's temp dir holding the config,
+//! the state dir, the fake kernel's state and the cgroup mount the hook sees
+//! (`OCH_FAKE_CGROUP_ROOT`); OCI state documents and the cache's consistency checks. Used by the
+//! `bad_input`, `error_messages`, `faults`, `follow`, `nri`, `sched_idle` and `stress` tests
+//! (`tests/it`).
 //!
 //! Without the feature those tests still exist: [`needs_feature`] fails them under `CI` and
 //! prints `SKIPPED <name>: needs --features <feature>` otherwise.
 
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// The hook binary under test.
-pub const HOOK: &str = env!("CARGO_BIN_EXE_oci-coresched-hook");
-
-/// The crate root.
-pub const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+use crate::common::{HOOK, HookLog, Output, World, run_command, skip};
 
 /// Longest a single hook (or `list`) run may take before the test calls it stuck.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-
-#[path = "../common/skip.rs"]
-mod skip;
-pub use skip::skip;
 
 /// The body of a test compiled without a feature it needs: a failure under `CI`, a visible skip
 /// otherwise (never a silent pass).
@@ -37,68 +29,11 @@ pub fn needs_feature(test: &str, feature: &str) {
     skip(test, &format!("needs --features {feature}"));
 }
 
-/// One finished process.
-#[derive(Debug, Clone)]
-pub struct Out {
-    /// What ran.
-    pub cmdline: String,
-    /// Exit code (`None`: killed by a signal, see `signal`).
-    pub code: Option<i32>,
-    /// The signal that killed it.
-    pub signal: Option<i32>,
-    /// stdout.
-    pub stdout: String,
-    /// stderr.
-    pub stderr: String,
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "$ {}\n  exit {:?} signal {:?}", self.cmdline, self.code, self.signal)?;
-        writeln!(f, "  --- stdout ---\n{}", self.stdout)?;
-        write!(f, "  --- stderr ---\n{}", self.stderr)
-    }
-}
-
-/// Runs `cmd` with `input` on stdin (from a thread), stdout/stderr captured, killed after
-/// [`RUN_TIMEOUT`] (a stuck hook fails the test instead of hanging it).
-pub fn run(mut cmd: Command, input: &[u8]) -> Out {
-    let cmdline = format!("{cmd:?}");
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("failed to spawn {cmdline}: {e}"));
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The hook may stop reading early (size limit) or die: a broken pipe is not a failure.
-        let _ = stdin.write_all(&input);
-    });
-    let pid = child.id();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                if start.elapsed() > RUN_TIMEOUT {
-                    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our unreaped child.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
-    let output = child.wait_with_output().unwrap_or_else(|e| panic!("failed to wait for {cmdline}: {e}"));
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = watchdog.join();
-    let _ = writer.join();
-    Out {
-        cmdline,
-        code: output.status.code(),
-        signal: output.status.signal(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+/// Runs `cmd` with `input` on its stdin (a pipe, also when empty), killed after [`RUN_TIMEOUT`]
+/// (a stuck hook fails the test instead of hanging it): [`run_command`] with this world's
+/// defaults.
+pub fn run(cmd: Command, input: &[u8]) -> Output {
+    run_command(None, cmd, Some(input.to_vec()), RUN_TIMEOUT)
 }
 
 /// An OCI state document.
@@ -117,41 +52,20 @@ pub fn pod(namespace: &'static str, group: &'static str) -> Vec<(&'static str, &
     vec![("io.kubernetes.pod.namespace", namespace), ("oci-coresched-hook/group", group)]
 }
 
-/// A temp dir with a config, a state dir, a fake kernel and the `sleep` processes standing in for
-/// container inits (killed and reaped on drop).
-#[derive(Debug)]
-pub struct World {
-    dir: tempfile::TempDir,
-    children: Mutex<Vec<Child>>,
-}
-
+/// The fake kernel's side of the one world fixture ([`World`]): a world whose hooks the test runs
+/// itself, over the fake kernel whose state is a file in the temp dir.
 impl World {
-    /// A fresh world; the config is `syslog = false`, `log_level = "debug"` plus `extra`.
-    pub fn new(tag: &str, extra_config: &str) -> Self {
-        let dir = tempfile::Builder::new().prefix(&format!("och-{tag}-")).tempdir().expect("temp dir");
-        let w = Self { dir, children: Mutex::new(Vec::new()) };
+    /// A fresh world for `tag`; the config is `syslog = false`, `log_level = "debug"` plus
+    /// `extra_config` (the hook's log is its stderr, which the test reads).
+    pub fn fake_kernel(tag: &str, extra_config: &str) -> Self {
+        let w = Self::with_hook_log(tag, HookLog::DebugStderr);
         w.write_config(extra_config);
         w
-    }
-
-    /// The temp dir.
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// A path in the temp dir.
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
     }
 
     /// The fake kernel's shared state file.
     pub fn kernel_file(&self) -> PathBuf {
         self.path("fake-kernel.json")
-    }
-
-    /// The hook's state dir.
-    pub fn state_dir(&self) -> PathBuf {
-        self.path("state")
     }
 
     /// The cache.
@@ -163,44 +77,6 @@ impl World {
     /// it, so no test ever writes the host's cgroups.
     pub fn cgroup_root(&self) -> PathBuf {
         self.path("cgroup")
-    }
-
-    /// The config file.
-    pub fn config_path(&self) -> PathBuf {
-        self.path("config.toml")
-    }
-
-    /// (Re)writes the config.
-    pub fn write_config(&self, extra: &str) {
-        std::fs::write(self.config_path(), format!("syslog = false\nlog_level = \"debug\"\n{extra}\n"))
-            .expect("write config");
-    }
-
-    /// Starts a `sleep` standing in for a container init; returns its pid.
-    pub fn spawn(&self) -> i32 {
-        let mut cmd = Command::new("sleep");
-        cmd.arg("600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
-        let child = cmd.spawn().expect("spawn sleep");
-        let pid = child.id() as i32;
-        self.children.lock().unwrap().push(child);
-        pid
-    }
-
-    /// Kills and reaps a process started with [`World::spawn`].
-    pub fn kill(&self, pid: i32) {
-        let mut children = self.children.lock().unwrap();
-        if let Some(i) = children.iter().position(|c| c.id() as i32 == pid) {
-            let mut c = children.remove(i);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// A pid that is certainly dead: a process that was started, killed and reaped.
-    pub fn dead_pid(&self) -> i32 {
-        let pid = self.spawn();
-        self.kill(pid);
-        pid
     }
 
     /// `oci-coresched-hook --config C --state-dir S ARGS` over the fake kernel.
@@ -222,42 +98,43 @@ impl World {
         cmd
     }
 
-    /// Runs the binary with `args` and `input` on stdin.
-    pub fn run(&self, args: &[&str], input: &[u8]) -> Out {
-        run(self.cmd(args), input)
+    /// Runs [`World::cmd`] with `args` and `input` on stdin (a pipe, also when empty), recorded
+    /// in the transcript, killed after [`RUN_TIMEOUT`].
+    pub fn cli(&self, args: &[&str], input: &[u8]) -> Output {
+        self.run_input(self.cmd(args), Some(input.to_vec()), RUN_TIMEOUT)
     }
 
     /// `hook` with the state on stdin.
-    pub fn hook(&self, input: &[u8]) -> Out {
-        self.run(&["hook"], input)
+    pub fn hook(&self, input: &[u8]) -> Output {
+        self.cli(&["hook"], input)
     }
 
     /// A createRuntime hook that must succeed: container `id` with init `pid`.
-    pub fn ensure(&self, id: &str, pid: i32, annotations: &[(&str, &str)]) -> Out {
+    pub fn ensure(&self, id: &str, pid: i32, annotations: &[(&str, &str)]) -> Output {
         let out = self.hook(&state(id, "creating", Some(pid), annotations));
-        assert_eq!(out.code, Some(0), "ensure {id} failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "ensure {id} failed:\n{out}");
         assert!(!out.stderr.contains(" warn: ") && !out.stderr.contains(" error: "), "ensure {id}:\n{out}");
         out
     }
 
     /// A poststop hook that must succeed.
-    pub fn forget(&self, id: &str) -> Out {
+    pub fn forget(&self, id: &str) -> Output {
         let out = self.hook(&state(id, "stopped", None, &[]));
-        assert_eq!(out.code, Some(0), "forget {id} failed:\n{out}");
+        assert_eq!(out.code(), Some(0), "forget {id} failed:\n{out}");
         out
     }
 
     /// `list --json`, which must succeed.
     pub fn list(&self) -> Value {
-        let out = self.run(&["list", "--json"], b"");
-        assert_eq!(out.code, Some(0), "list --json failed:\n{out}");
+        let out = self.cli(&["list", "--json"], b"");
+        assert_eq!(out.code(), Some(0), "list --json failed:\n{out}");
         serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("list --json is not JSON ({e}):\n{out}"))
     }
 
     /// The cookie the fake kernel gives `pid` now (`inspect PID --json`).
     pub fn cookie(&self, pid: i32) -> String {
-        let out = self.run(&["--log-level", "off", "inspect", &pid.to_string(), "--json"], b"");
-        assert_eq!(out.code, Some(0), "inspect {pid} failed:\n{out}");
+        let out = self.cli(&["--log-level", "off", "inspect", &pid.to_string(), "--json"], b"");
+        assert_eq!(out.code(), Some(0), "inspect {pid} failed:\n{out}");
         let v: Value = serde_json::from_str(&out.stdout).expect("inspect JSON");
         v["cookie"].as_str().expect("cookie string").to_string()
     }
@@ -288,19 +165,6 @@ impl World {
         let store = oci_coresched_hook::store::Store::open(&dir.db_path()).expect("open cache");
         assert!(store.quarantined.is_none(), "the cache had to be quarantined");
         store.integrity_check().expect("integrity_check")
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        for mut c in self.children.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::env::var_os("OCSH_KEEP_TEMP").is_some() {
-            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
-            eprintln!("kept temp dir {}", dir.keep().display());
-        }
     }
 }
 

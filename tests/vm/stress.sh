@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The concurrency stress of tests/stress.rs on the real kernel (issue 7, item 4), meant for the
+# The concurrency stress of tests/it/stress.rs on the real kernel (issue 7, item 4), meant for the
 # VM guest (tests/vm/tier.sh runs it through `tests/vm/vm.sh run`): the hook binary built WITHOUT
 # the fake kernel (target/debug/oci-coresched-hook from `cargo build --locked`, or $OCH_BIN) runs
 # 200 times as separate processes, $OCH_STRESS_PARALLEL (default 8) at a time, for processes

@@ -10,8 +10,6 @@
 //! Needs `--features fault-injection`; without it each test fails under `CI` and prints `SKIPPED`
 //! otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fault-injection"))]
 mod skipped {
     #[test]
@@ -32,16 +30,18 @@ mod skipped {
 mod injected {
     use oci_coresched_hook::fault::{ENV, POINTS};
 
-    use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
+    use crate::common::Output;
+    use crate::common::World;
+    use crate::fakeworld::{check_consistent, members, pod, run, state};
 
     /// Points at which the kernel already has the dying hook's cookie on its container.
     const AFTER_PRCTL: [&str; 4] = ["after_prctl", "mid_write", "before_commit", "after_commit"];
 
-    fn killed_at(w: &World, point: &str, input: &[u8]) -> Out {
+    fn killed_at(w: &World, point: &str, input: &[u8]) -> Output {
         let mut cmd = w.cmd(&["hook"]);
         cmd.env(ENV, point);
         let out = run(cmd, input);
-        assert_eq!(out.signal, Some(libc::SIGKILL), "OCH_FAULT={point}: the hook was not killed there:\n{out}");
+        assert_eq!(out.signal(), Some(libc::SIGKILL), "OCH_FAULT={point}: the hook was not killed there:\n{out}");
         assert!(out.stderr.contains(&format!("fault point {point}")), "{out}");
         out
     }
@@ -62,7 +62,7 @@ mod injected {
     #[test]
     fn sigkill_at_each_step_of_ensure_sharing() {
         for point in POINTS {
-            let w = World::new(&format!("fault-{point}"), "");
+            let w = World::fake_kernel(&format!("fault-{point}"), "");
             let p1 = w.spawn();
             w.ensure("c1", p1, &pod("tenant-a", "web"));
             let c = w.cookie(p1);
@@ -95,7 +95,7 @@ mod injected {
     #[test]
     fn sigkill_at_each_step_of_ensure_creating() {
         for point in POINTS {
-            let w = World::new(&format!("fault-create-{point}"), "");
+            let w = World::fake_kernel(&format!("fault-create-{point}"), "");
             let other = w.spawn();
             w.ensure("other", other, &pod("tenant-a", "db"));
             let db = w.cookie(other);
@@ -133,7 +133,7 @@ mod injected {
     #[test]
     fn sigkill_during_poststop() {
         let stopped_files = |w: &World| std::fs::read_dir(w.state_dir().join("stopped")).map_or(0, |d| d.count());
-        let w = World::new("fault-stop-recorded", "");
+        let w = World::fake_kernel("fault-stop-recorded", "");
         let (p1, p2) = (w.spawn(), w.spawn());
         w.ensure("c1", p1, &pod("tenant-a", "web"));
         w.ensure("c2", p2, &pod("tenant-a", "web"));
@@ -143,7 +143,7 @@ mod injected {
         assert!(cached(&list, "c1").is_none(), "{list:#}");
         assert_eq!(stopped_files(&w), 0, "the reader applied the stop and removed its file");
         for point in ["after_lock", "before_commit", "after_commit"] {
-            let w = World::new(&format!("fault-stop-{point}"), "");
+            let w = World::fake_kernel(&format!("fault-stop-{point}"), "");
             let (p1, p2, p3) = (w.spawn(), w.spawn(), w.spawn());
             w.ensure("c1", p1, &pod("tenant-a", "web"));
             w.ensure("c2", p2, &pod("tenant-a", "web"));

@@ -11,12 +11,10 @@
 //! Needs root and `--features fake-kernel`; without them a test fails under `CI` and prints
 //! `SKIPPED` otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
 fn follow_tests_need_the_fake_kernel() {
-    fakeworld::needs_feature("follow", "fake-kernel");
+    crate::fakeworld::needs_feature("follow", "fake-kernel");
 }
 
 #[cfg(feature = "fake-kernel")]
@@ -26,7 +24,9 @@ mod with_fake_kernel {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use crate::fakeworld::{World, pod};
+    use crate::common::World;
+    use crate::common::wait::{POLL, poll, wait_for, wait_until};
+    use crate::fakeworld::pod;
 
     const V2: &str = "/sys/fs/cgroup/unified";
 
@@ -56,18 +56,16 @@ mod with_fake_kernel {
 
     impl Drop for Cgroup {
         fn drop(&mut self) {
-            for _ in 0..50 {
+            // Bounded, and no panic in a drop: a cgroup left behind is only an rmdir that fails.
+            let _ = poll(Duration::from_millis(2500), Duration::from_millis(50), || {
                 let procs = self.procs();
-                if procs.is_empty() {
-                    break;
-                }
-                for p in procs {
+                for &p in &procs {
                     // SAFETY: kill(2) has no memory-safety preconditions; these are this test's
                     // processes, in this test's cgroup.
                     unsafe { libc::kill(p, libc::SIGKILL) };
                 }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+                if procs.is_empty() { Ok(()) } else { Err(()) }
+            });
             let _ = std::fs::remove_dir(&self.0);
         }
     }
@@ -76,6 +74,8 @@ mod with_fake_kernel {
     struct Follower {
         child: Child,
         log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        /// The thread that collects the stderr lines; it ends when the follower's stderr closes.
+        reader: std::thread::JoinHandle<()>,
     }
 
     impl Follower {
@@ -101,38 +101,34 @@ mod with_fake_kernel {
             let err = child.stderr.take().unwrap();
             let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
             let l = log.clone();
-            std::thread::spawn(move || {
+            let reader = std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
                     l.lock().unwrap().push(line);
                 }
             });
-            Self { child, log }
+            Self { child, log, reader }
         }
         fn lines(&self) -> Vec<String> {
             self.log.lock().unwrap().clone()
         }
         fn wait_line(&self, pat: &str, timeout: Duration) -> String {
-            let end = Instant::now() + timeout;
-            while Instant::now() < end {
-                if let Some(l) = self.lines().into_iter().find(|l| l.contains(pat)) {
-                    return l;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            panic!("no follower log line with {pat:?} within {timeout:?}:\n{}", self.lines().join("\n"));
+            wait_for(&format!("a follower log line with {pat:?}"), timeout, || {
+                let lines = self.lines();
+                lines.iter().find(|l| l.contains(pat)).cloned().ok_or_else(|| lines.join("\n"))
+            })
         }
         fn stop(mut self) -> std::process::ExitStatus {
             // SAFETY: kill(2) on our own child.
             unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Some(s) = self.child.try_wait().unwrap() {
-                    std::thread::sleep(Duration::from_millis(50)); // the log reader drains
-                    return s;
-                }
-                assert!(Instant::now() < end, "the follower did not stop on SIGTERM:\n{}", self.lines().join("\n"));
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let log = &self.log;
+            let status = wait_for("the follower to stop on SIGTERM", Duration::from_secs(10), || {
+                self.child.try_wait().unwrap().ok_or_else(|| log.lock().unwrap().join("\n"))
+            });
+            // Its last lines are in once the reader has read its stderr to the end.
+            wait_until("the follower's stderr to be read to its end", Duration::from_secs(10), || {
+                self.reader.is_finished()
+            });
+            status
         }
         fn kill9(mut self) {
             let _ = self.child.kill();
@@ -162,17 +158,23 @@ mod with_fake_kernel {
         pid
     }
 
+    /// Whether `pid` has the cookie `want` within `timeout` (the callers say what failed, with
+    /// the follower's log).
     fn wait_cookie(w: &World, pid: i32, want: &str, timeout: Duration) -> bool {
-        let end = Instant::now() + timeout;
-        loop {
-            if w.cookie(pid) == want {
-                return true;
+        poll(timeout, POLL, || if w.cookie(pid) == want { Ok(()) } else { Err(()) }).is_ok()
+    }
+
+    /// Waits until `pid`, started by [`exec_into`], is in `cg` and has exec'd `sleep`.
+    fn wait_exec_d(cg: &Cgroup, pid: i32) {
+        wait_for(&format!("pid {pid} to join {} and exec sleep", cg.name()), Duration::from_secs(10), || {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let procs = cg.procs();
+            if procs.contains(&pid) && comm.trim() == "sleep" {
+                Ok(())
+            } else {
+                Err(format!("comm {:?}, cgroup.procs {procs:?}", comm.trim()))
             }
-            if Instant::now() > end {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        });
     }
 
     /// A member container `c1` of group web: a `sleep` in a cgroup of its own.
@@ -195,11 +197,11 @@ mod with_fake_kernel {
     fn ready(test: &str) -> bool {
         // SAFETY: geteuid(2) has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            crate::fakeworld::skip(test, "needs root (a cgroup of its own, the proc connector)");
+            crate::common::skip(test, "needs root (a cgroup of its own, the proc connector)");
             return false;
         }
         if !Path::new(V2).join("cgroup.procs").is_file() {
-            crate::fakeworld::skip(test, &format!("needs a cgroup2 hierarchy at {V2}"));
+            crate::common::skip(test, &format!("needs a cgroup2 hierarchy at {V2}"));
             return false;
         }
         true
@@ -217,7 +219,10 @@ mod with_fake_kernel {
         if !ready("exec_d_and_forked_processes_get_the_cookie_and_host_processes_never") {
             return;
         }
-        let w = World::new("follow", "");
+        // A storm of 1,000 forks, each an event the follower handles: no test with a wall-clock
+        // bound beside it.
+        let _alone = crate::common::heavy_load();
+        let w = World::fake_kernel("follow", "");
         let cg = Cgroup::new("a");
         let (_init, cookie) = member(&w, &cg);
         let host_before = w.spawn();
@@ -240,18 +245,15 @@ mod with_fake_kernel {
         // All of them, soon: `reconcile --dry-run` (a GET on every process of the cgroup) would fix
         // none. The fake kernel does not model inheritance at fork, so here every child needs its
         // own fix from its fork event (the real kernel's children inherit the parent's cookie).
-        let end = Instant::now() + Duration::from_secs(60);
-        let (mut seen, mut unfixed);
-        loop {
-            let out = w.run(&["reconcile", "--dry-run", "--json"], b"");
+        // Polled every 200 ms: each look is a process that reads every process of the cgroup.
+        let look = poll(Duration::from_secs(60), Duration::from_millis(200), || {
+            let out = w.cli(&["reconcile", "--dry-run", "--json"], b"");
             let r: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
-            seen = r["members"][0]["processes"].as_u64().unwrap_or(0);
-            unfixed = r["members"][0]["fixed"].as_array().map_or(usize::MAX, Vec::len);
-            if unfixed == 0 || Instant::now() > end {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            let seen = r["members"][0]["processes"].as_u64().unwrap_or(0);
+            let unfixed = r["members"][0]["fixed"].as_array().map_or(usize::MAX, Vec::len);
+            if unfixed == 0 { Ok((seen, unfixed)) } else { Err((seen, unfixed)) }
+        });
+        let (Ok((seen, unfixed)) | Err((seen, unfixed))) = look;
         let settled = t0.elapsed();
         assert!(seen >= 1000, "reconcile saw {seen} processes");
         assert_eq!(unfixed, 0, "{unfixed} of {seen} processes still without the cookie after 60 s");
@@ -275,7 +277,7 @@ mod with_fake_kernel {
         if !ready("a_member_whose_init_exits_without_a_poststop_leaves_the_cache") {
             return;
         }
-        let w = World::new("follow-gone", "");
+        let w = World::fake_kernel("follow-gone", "");
         let cg = Cgroup::new("c");
         let (init, _cookie) = member(&w, &cg);
         let f = Follower::start(&w, &[], "3600");
@@ -294,14 +296,15 @@ mod with_fake_kernel {
         if !ready("a_killed_follower_catches_up_at_restart_and_without_net_admin_it_sweeps") {
             return;
         }
-        let w = World::new("follow-restart", "");
+        let w = World::fake_kernel("follow-restart", "");
         let cg = Cgroup::new("b");
         let (_init, cookie) = member(&w, &cg);
         let f = Follower::start(&w, &[], "3600");
         f.wait_line("following process events", Duration::from_secs(10));
         f.kill9();
         let missed = exec_into(&cg);
-        std::thread::sleep(Duration::from_millis(300));
+        wait_exec_d(&cg, missed);
+        // The follower is dead and reaped: nothing else sets cookies, so no observation window.
         assert_eq!(w.cookie(missed), "0x0", "nobody follows now");
         let f = Follower::start(&w, &[], "3600");
         assert!(wait_cookie(&w, missed, &cookie, Duration::from_secs(10)), "{}", f.lines().join("\n"));

@@ -11,15 +11,14 @@
 //! `/etc/oci-coresched-hook/config.toml` never leaks in; bundles are temp dirs holding the captured
 //! `config.json` byte for byte.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use common::{HOOK, HOOK_TIMEOUT, MANIFEST_DIR, Output, TestEnv};
+use common::{HOOK, HOOK_TIMEOUT, MANIFEST_DIR, Output, World};
 
 /// Families captured at all three stages the engines run the hook at; their container names group
 /// `web` (own annotation, or the pod's passed through by containerd) in namespace `tenant-a`.
@@ -56,7 +55,7 @@ fn stages_of(family: &str) -> &'static [&'static str] {
 
 /// `oci-coresched-hook --config CFG explain` with the fixture's raw bytes on stdin, as the engine
 /// sent them.
-fn explain_stdin(env: &TestEnv, state: &Path) -> Output {
+fn explain_stdin(env: &World, state: &Path) -> Output {
     let bytes = std::fs::read(state).unwrap_or_else(|e| env.fail(&format!("read {}: {e}", state.display())));
     let mut cmd = Command::new(HOOK);
     cmd.arg("--config").arg(env.config_path()).arg("explain");
@@ -64,7 +63,7 @@ fn explain_stdin(env: &TestEnv, state: &Path) -> Output {
 }
 
 /// The decision `explain` printed: exit 0 and exactly one JSON line on stdout.
-fn decision(env: &TestEnv, out: &Output, what: &str) -> Value {
+fn decision(env: &World, out: &Output, what: &str) -> Value {
     check!(env, out.success(), "{what}: explain failed");
     let lines: Vec<&str> = out.stdout.lines().collect();
     check_eq!(env, lines.len(), 1, "{what}: lines on stdout");
@@ -72,12 +71,12 @@ fn decision(env: &TestEnv, out: &Output, what: &str) -> Value {
 }
 
 /// The state's `bundle`.
-fn bundle_of(env: &TestEnv, state: &Value, what: &str) -> String {
+fn bundle_of(env: &World, state: &Value, what: &str) -> String {
     state["bundle"].as_str().map(str::to_string).unwrap_or_else(|| env.fail(&format!("{what}: no bundle in the state")))
 }
 
 /// The captured bundle paths are the guest's: the missing-bundle expectations need them absent here.
-fn check_guest_bundle_absent(env: &TestEnv, state: &Value, what: &str) {
+fn check_guest_bundle_absent(env: &World, state: &Value, what: &str) {
     let config = Path::new(&bundle_of(env, state, what)).join("config.json");
     check!(env, !config.exists(), "{what}: {} exists on this host; these tests need it absent", config.display());
 }
@@ -91,7 +90,7 @@ fn missing_bundle_warning(bundle: &str) -> String {
 }
 
 /// The group and reason a family's ensure decision has with the default rule.
-fn expected_group(env: &TestEnv, family: &str, state: &Value) -> (String, &'static str) {
+fn expected_group(env: &World, family: &str, state: &Value) -> (String, &'static str) {
     if family != BE {
         return ("tenant-a/web".to_string(), "group named by oci-coresched-hook/group");
     }
@@ -109,7 +108,7 @@ fn expected_group(env: &TestEnv, family: &str, state: &Value) -> (String, &'stat
 /// What the lifecycle table says for a stage (given or inferred) and a state, its bundle absent:
 /// the guest's path is not on this host, so the decision comes from the state's annotations alone
 /// and has no QoS class (neither engine puts `koordinator.sh/qosClass` in these states).
-fn expect(env: &TestEnv, d: &Value, out: &Output, family: &str, state: &Value, stage: &str, what: &str) {
+fn expect(env: &World, d: &Value, out: &Output, family: &str, state: &Value, stage: &str, what: &str) {
     let pid = state.get("pid").cloned().unwrap_or(Value::Null);
     let host_pid = pid.as_i64().is_some_and(|p| p > 1);
     check_eq!(env, d["container_id"], state["id"], "{what}: container_id");
@@ -152,7 +151,7 @@ fn expect(env: &TestEnv, d: &Value, out: &Output, family: &str, state: &Value, s
 
 #[test]
 fn every_fixture_is_covered() {
-    let env = TestEnv::new("every_fixture_is_covered");
+    let env = World::new("every_fixture_is_covered");
     let mut expected: Vec<String> = FAMILIES
         .iter()
         .chain([&BE])
@@ -182,7 +181,7 @@ type Shape = (&'static str, &'static str, &'static str, &'static str, Pid, &'sta
 /// one must update the README and the expectations above).
 #[test]
 fn states_have_the_documented_shape() {
-    let env = TestEnv::new("states_have_the_documented_shape");
+    let env = World::new("states_have_the_documented_shape");
     // runc writes these keys, crun adds its non-spec `root`; podman's poststop state is its own.
     let runc: &[&str] = &["annotations", "bundle", "id", "ociVersion", "pid", "status"];
     let crun: &[&str] = &["annotations", "bundle", "id", "ociVersion", "pid", "root", "status"];
@@ -267,7 +266,7 @@ fn states_have_the_documented_shape() {
 /// Every fixture of a family, stage inferred from its status (given as a file and as the raw bytes
 /// on stdin): ensure at createRuntime and poststart, forget at poststop.
 fn infers_the_stage(test: &str, family: &str) {
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     for &stage in stages_of(family) {
         let path = fixture(family, stage);
@@ -286,7 +285,7 @@ fn infers_the_stage(test: &str, family: &str) {
 
 /// Every fixture of a family with every `--stage`: the flag wins over the status.
 fn stage_flag_overrides_the_status(test: &str, family: &str) {
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     for &state_stage in stages_of(family) {
         let path = fixture(family, state_stage);
@@ -353,7 +352,7 @@ fn podman_runc_fixtures_stage_flag_overrides_the_status() {
 
 /// A bundle dir in the temp dir holding `config` as `config.json`, and the family's captured
 /// `stage` state with `bundle` rewritten to that dir, written to a state file. Returns the file.
-fn state_with_bundle(env: &TestEnv, family: &str, stage: &str, config: &[u8]) -> PathBuf {
+fn state_with_bundle(env: &World, family: &str, stage: &str, config: &[u8]) -> PathBuf {
     let bundle = env.path(&format!("bundle-{family}"));
     std::fs::create_dir_all(&bundle).expect("mkdir bundle");
     std::fs::write(bundle.join("config.json"), config).expect("write config.json");
@@ -365,13 +364,13 @@ fn state_with_bundle(env: &TestEnv, family: &str, stage: &str, config: &[u8]) ->
 }
 
 /// The same, with the family's captured config.json unchanged.
-fn state_with_captured_bundle(env: &TestEnv, family: &str, stage: &str) -> PathBuf {
+fn state_with_captured_bundle(env: &World, family: &str, stage: &str) -> PathBuf {
     let config = std::fs::read(fixture(family, "config")).expect("read captured config.json");
     state_with_bundle(env, family, stage, &config)
 }
 
 /// `explain` of a state whose bundle is present: the config.json must have been read (no warning).
-fn decision_with_bundle(env: &TestEnv, state: &Path, what: &str) -> Value {
+fn decision_with_bundle(env: &World, state: &Path, what: &str) -> Value {
     let out = env.explain(state, None);
     let d = decision(env, &out, what);
     check_eq!(env, out.stderr.as_str(), "", "{what}: stderr (a config.json the hook failed to read?)");
@@ -380,7 +379,7 @@ fn decision_with_bundle(env: &TestEnv, state: &Path, what: &str) -> Value {
 
 /// The decision of the captured state as is (its guest bundle absent here), stage inferred: a
 /// warning when the bundle is read (every status but `stopped`), nothing on stderr otherwise.
-fn decision_without_bundle(env: &TestEnv, family: &str, stage: &str) -> Value {
+fn decision_without_bundle(env: &World, family: &str, stage: &str) -> Value {
     let path = fixture(family, stage);
     let state = env.read_json(&path);
     let what = format!("{family}-{stage} without its bundle");
@@ -401,7 +400,7 @@ fn decision_without_bundle(env: &TestEnv, family: &str, stage: &str) -> Value {
 /// is not read, so nothing changes there.
 #[test]
 fn containerd_configs_give_qos_ls() {
-    let env = TestEnv::new("containerd_configs_give_qos_ls");
+    let env = World::new("containerd_configs_give_qos_ls");
     env.write_config("");
     for family in ["containerd-runc", "containerd-crun"] {
         for stage in ["createRuntime", "poststart"] {
@@ -428,7 +427,7 @@ fn containerd_configs_give_qos_ls() {
 /// sched_idle). The BE rule is lost, but the container still shares only with its pod.
 #[test]
 fn containerd_best_effort_config_gives_the_be_rule() {
-    let env = TestEnv::new("containerd_best_effort_config_gives_the_be_rule");
+    let env = World::new("containerd_best_effort_config_gives_the_be_rule");
     env.write_config(BE_RULE);
     for stage in ["createRuntime", "poststart"] {
         let state = env.read_json(&fixture(BE, stage));
@@ -472,7 +471,7 @@ fn containerd_best_effort_config_gives_the_be_rule() {
 /// bundle as without, at every stage and under the BE rule.
 #[test]
 fn podman_configs_change_nothing() {
-    let env = TestEnv::new("podman_configs_change_nothing");
+    let env = World::new("podman_configs_change_nothing");
     for config in ["", BE_RULE] {
         env.write_config(config);
         for family in ["podman-crun", "podman-runc"] {
@@ -490,7 +489,7 @@ fn podman_configs_change_nothing() {
 /// its place (everything else of the captured spec unchanged) the BE rule applies.
 #[test]
 fn podman_config_cgroups_path_is_read() {
-    let env = TestEnv::new("podman_config_cgroups_path_is_read");
+    let env = World::new("podman_config_cgroups_path_is_read");
     env.write_config(BE_RULE);
     for family in ["podman-crun", "podman-runc"] {
         let mut config = env.read_json(&fixture(family, "config"));

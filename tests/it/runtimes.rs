@@ -9,15 +9,14 @@
 //! warning) and fails closed with `fail_closed = true`. The fail-closed tests use a state dir that
 //! is a regular file, which makes the hook fail on any kernel.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use common::{
-    Bundle, BundleSpec, Need, Oci, Podman, Rt, StageArgs, TestEnv, broken_state_dir_failure_text, k8s_annotations,
+    Bundle, BundleSpec, Need, Oci, Podman, Rt, StageArgs, World, broken_state_dir_failure_text, k8s_annotations,
     make_bundle, set_annotation,
 };
 
@@ -41,7 +40,7 @@ fn container_spec(rt: Rt, id: &str, annotations: Vec<(String, String)>, stages: 
 }
 
 /// Checks an `ensure` decision of the default policy for container `id`.
-fn check_ensure(env: &TestEnv, d: &Value, id: &str, pid: i64, group: &str, what: &str) {
+fn check_ensure(env: &World, d: &Value, id: &str, pid: i64, group: &str, what: &str) {
     check_eq!(env, d["action"], json!("ensure"), "{what}: action");
     check_eq!(env, d["container_id"], json!(id), "{what}: container_id");
     check_eq!(env, d["pid"], json!(pid), "{what}: pid (the init's host pid)");
@@ -53,14 +52,14 @@ fn check_ensure(env: &TestEnv, d: &Value, id: &str, pid: i64, group: &str, what:
 }
 
 /// Checks the poststop decision.
-fn check_forget(env: &TestEnv, d: &Value, id: &str, what: &str) {
+fn check_forget(env: &World, d: &Value, id: &str, what: &str) {
     check_eq!(env, d["action"], json!("forget"), "{what}: action");
     check_eq!(env, d["container_id"], json!(id), "{what}: container_id");
     check!(env, d["pid"].is_null() || d["pid"] == json!(0), "{what}: poststop has no pid (null or 0)");
 }
 
 /// createRuntime and poststart ensure with `pid`, then poststop forgets; nothing else.
-fn check_lifecycle(env: &TestEnv, id: &str, pid: i64) {
+fn check_lifecycle(env: &World, id: &str, pid: i64) {
     let ds = env.wait_decisions(id, 3, LOG_WAIT);
     check_eq!(env, ds.len(), 3, "decision lines for {id} (createRuntime, poststart, poststop)");
     check_ensure(env, &ds[0], id, pid, GROUP, "createRuntime");
@@ -79,7 +78,7 @@ fn check_lifecycle(env: &TestEnv, id: &str, pid: i64) {
 }
 
 /// The host pid the container wrote to its marker (it runs in the host pid namespace).
-fn marker_pid(env: &TestEnv, bundle: &Bundle) -> i64 {
+fn marker_pid(env: &World, bundle: &Bundle) -> i64 {
     let Some(m) = bundle.marker() else { env.fail("the container did not run: no marker") };
     let pid: i64 = m.trim().parse().unwrap_or_else(|e| env.fail(&format!("marker {m:?} is not a pid: {e}")));
     check!(env, pid > 1, "marker pid {pid} is not a host pid");
@@ -96,7 +95,7 @@ fn attached_lifecycle(rt: Rt, test: &str) {
     if !common::require(test, &rt.needs()) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     let id = env.container_id(rt.name());
     let mut spec = container_spec(rt, &id, k8s_annotations(), StageArgs::Inferred);
@@ -115,7 +114,7 @@ fn detached_lifecycle(rt: Rt, test: &str) {
     if !common::require(test, &rt.needs()) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     let id = env.container_id(rt.name());
     let bundle = make_bundle(&env, &container_spec(rt, &id, k8s_annotations(), StageArgs::Flags));
@@ -145,7 +144,7 @@ fn fail_closed_refuses(rt: Rt, test: &str) {
     if !common::require(test, &rt.needs()) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("fail_closed = true");
     env.break_state_dir();
     let id = env.container_id(rt.name());
@@ -179,7 +178,7 @@ fn fail_open_runs(rt: Rt, test: &str) {
     if !common::require(test, &rt.needs()) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("fail_closed = false");
     env.break_state_dir();
     let id = env.container_id(rt.name());
@@ -209,7 +208,7 @@ fn policy_none_and_invalid_group(rt: Rt, test: &str) {
     if !common::require(test, &rt.needs()) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     let oci = Oci::new(&env, rt);
 
@@ -322,7 +321,7 @@ fn crun_policy_none_and_invalid_group() {
 const PODMAN_NEEDS: [Need; 4] = [Need::Root, Need::Podman, Need::Runc, Need::BusyboxStatic];
 
 /// The container id podman chose (from `--cidfile`).
-fn podman_cid(env: &TestEnv, cid: Option<String>) -> String {
+fn podman_cid(env: &World, cid: Option<String>) -> String {
     cid.unwrap_or_else(|| env.fail("podman wrote no --cidfile"))
 }
 
@@ -332,7 +331,7 @@ fn podman_hooks_d_lifecycle() {
     if !common::require(test, &PODMAN_NEEDS) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     let podman = Podman::new(&env);
     let name = env.container_id("podman");
@@ -351,7 +350,7 @@ fn podman_fail_closed_refuses_container() {
     if !common::require(test, &PODMAN_NEEDS) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("fail_closed = true");
     env.break_state_dir();
     let podman = Podman::new(&env);
@@ -374,7 +373,7 @@ fn podman_fail_open_runs_container() {
     if !common::require(test, &PODMAN_NEEDS) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("fail_closed = false");
     env.break_state_dir();
     let podman = Podman::new(&env);
@@ -397,7 +396,7 @@ fn podman_policy_none_and_invalid_group() {
     if !common::require(test, &PODMAN_NEEDS) {
         return;
     }
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     let podman = Podman::new(&env);
 

@@ -25,6 +25,7 @@ fn in_write(pid: i32) -> bool {
 
 #[test]
 fn the_registration_deadline_holds_against_a_runtime_that_trickles_bytes() {
+    let _timed = crate::common::timed();
     let s = setup("trickle");
     let listener = UnixListener::bind(&s.socket).unwrap();
     let plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
@@ -52,6 +53,7 @@ fn the_registration_deadline_holds_against_a_runtime_that_trickles_bytes() {
 
 #[test]
 fn sigterm_ends_the_plugin_while_its_write_is_blocked() {
+    let _timed = crate::common::timed();
     let (_s, _listener, mut plugin, rt) = connected("blocked");
     // Calls answered without a log line, sent without ever reading the answers: the plugin's
     // writes fill the socket's buffer and block.
@@ -88,6 +90,7 @@ fn sigterm_ends_the_plugin_while_its_write_is_blocked() {
 
 #[test]
 fn a_frame_of_many_tiny_messages_is_parsed_in_linear_time() {
+    let _timed = crate::common::timed();
     let (_s, _listener, mut plugin, mut rt) = connected("tiny");
     // 400,000 empty responses on the plugin's connection (ignored: the plugin serves there) in one
     // 4 MB frame, then a call: its answer comes once the frame is parsed. Linear parsing takes

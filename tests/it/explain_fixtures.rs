@@ -6,15 +6,14 @@
 //! The hook config is a file in the test's temp dir, so the host's
 //! `/etc/oci-coresched-hook/config.toml` never leaks in.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use common::{HOOK, HOOK_TIMEOUT, MANIFEST_DIR, Output, TestEnv};
+use common::{HOOK, HOOK_TIMEOUT, MANIFEST_DIR, Output, World};
 
 /// Fixture families: file prefix, and whether its states carry the pod namespace `default`
 /// (runc/crun bundles have Kubernetes annotations; podman was run with `--annotation` only).
@@ -32,7 +31,7 @@ fn fixture(family: &str, stage: &str) -> PathBuf {
 }
 
 /// The decision `explain` printed: exit 0 and exactly one JSON line on stdout.
-fn decision(env: &TestEnv, out: &Output, what: &str) -> Value {
+fn decision(env: &World, out: &Output, what: &str) -> Value {
     check!(env, out.success(), "{what}: explain failed");
     let lines: Vec<&str> = out.stdout.lines().collect();
     check_eq!(env, lines.len(), 1, "{what}: lines on stdout");
@@ -40,7 +39,7 @@ fn decision(env: &TestEnv, out: &Output, what: &str) -> Value {
 }
 
 /// What the lifecycle table says for a stage (given or inferred) and a state.
-fn expect(env: &TestEnv, d: &Value, state: &Value, stage: &str, namespaced: bool, what: &str) {
+fn expect(env: &World, d: &Value, state: &Value, stage: &str, namespaced: bool, what: &str) {
     let id = &state["id"];
     let pid = state.get("pid").cloned().unwrap_or(Value::Null);
     let host_pid = pid.as_i64().is_some_and(|p| p > 1);
@@ -74,7 +73,7 @@ fn expect(env: &TestEnv, d: &Value, state: &Value, stage: &str, namespaced: bool
 
 #[test]
 fn every_fixture_is_covered() {
-    let env = TestEnv::new("every_fixture_is_covered");
+    let env = World::new("every_fixture_is_covered");
     let mut expected: Vec<String> = FAMILIES
         .iter()
         .flat_map(|(f, _)| STAGES.iter().map(move |s| format!("{f}-{s}.json")))
@@ -90,7 +89,7 @@ fn every_fixture_is_covered() {
 /// stages (prestart, createRuntime, poststart), skip at createContainer/startContainer, forget at
 /// poststop.
 fn infers_the_stage(test: &str, family: &str, namespaced: bool) {
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     for stage in STAGES {
         let path = fixture(family, stage);
@@ -105,7 +104,7 @@ fn infers_the_stage(test: &str, family: &str, namespaced: bool) {
 
 /// Every fixture of a family with every `--stage`: the flag wins over the status.
 fn stage_flag_overrides_the_status(test: &str, family: &str, namespaced: bool) {
-    let env = TestEnv::new(test);
+    let env = World::new(test);
     env.write_config("");
     for state_stage in STAGES {
         let path = fixture(family, state_stage);
@@ -170,7 +169,7 @@ fn podman_fixtures_stage_flag_overrides_the_status() {
 
 #[test]
 fn explain_reads_the_state_from_stdin() {
-    let env = TestEnv::new("explain_reads_the_state_from_stdin");
+    let env = World::new("explain_reads_the_state_from_stdin");
     env.write_config("");
     let path = fixture("crun", "poststart");
     let bytes = std::fs::read(&path).expect("read fixture");
@@ -184,7 +183,7 @@ fn explain_reads_the_state_from_stdin() {
 
 #[test]
 fn explain_follows_the_config() {
-    let env = TestEnv::new("explain_follows_the_config");
+    let env = World::new("explain_follows_the_config");
     let runc = fixture("runc", "createRuntime");
     let cases = [
         ("allow_cross_namespace_groups = true", "ensure", json!("web")),
@@ -201,7 +200,7 @@ fn explain_follows_the_config() {
 }
 
 /// `explain` of a bad state: exit 2, nothing on stdout, and stderr naming the problem.
-fn check_usage_error(env: &TestEnv, out: &Output, wants: &[&str], what: &str) {
+fn check_usage_error(env: &World, out: &Output, wants: &[&str], what: &str) {
     check_eq!(env, out.code(), Some(2), "{what}: exit code");
     check!(env, out.stdout.is_empty(), "{what}: printed a decision");
     check!(env, out.stderr.contains("oci-coresched-hook: error:"), "{what}: no error line");
@@ -212,7 +211,7 @@ fn check_usage_error(env: &TestEnv, out: &Output, wants: &[&str], what: &str) {
 
 #[test]
 fn explain_rejects_a_non_json_state() {
-    let env = TestEnv::new("explain_rejects_a_non_json_state");
+    let env = World::new("explain_rejects_a_non_json_state");
     env.write_config("");
     let bad = env.path("state.json");
     std::fs::write(&bad, "this is not { json").unwrap();
@@ -222,7 +221,7 @@ fn explain_rejects_a_non_json_state() {
 
 #[test]
 fn explain_rejects_a_missing_state_file() {
-    let env = TestEnv::new("explain_rejects_a_missing_state_file");
+    let env = World::new("explain_rejects_a_missing_state_file");
     env.write_config("");
     let missing = env.path("no-such-state.json");
     let out = env.explain(&missing, None);
@@ -231,7 +230,7 @@ fn explain_rejects_a_missing_state_file() {
 
 #[test]
 fn explain_rejects_bad_states() {
-    let env = TestEnv::new("explain_rejects_bad_states");
+    let env = World::new("explain_rejects_bad_states");
     env.write_config("");
     let cases: [(&str, &str, &[&str]); 4] = [
         ("empty", "", &["empty"]),

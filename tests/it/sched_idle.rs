@@ -7,8 +7,6 @@
 //! Needs `--features fake-kernel`; without it each test fails under `CI` and prints `SKIPPED`
 //! otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 mod skipped {
     #[test]
@@ -23,7 +21,8 @@ mod skipped {
 
 #[cfg(feature = "fake-kernel")]
 mod fake {
-    use crate::fakeworld::{World, check_consistent, members, state};
+    use crate::common::World;
+    use crate::fakeworld::{check_consistent, members, state};
 
     /// Annotations of a BestEffort container of group `batch` in namespace `tenant-a`.
     const BE: [(&str, &str); 3] = [
@@ -41,10 +40,10 @@ mod fake {
 
     #[test]
     fn cpu_idle_failure_keeps_the_membership_and_fails_open() {
-        let w = World::new("idle-open", "[qos.BE]\nsched_idle = true");
+        let w = World::fake_kernel("idle-open", "[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
-        assert_eq!(out.code, Some(0), "fail open:\n{out}");
+        assert_eq!(out.code(), Some(0), "fail open:\n{out}");
         assert!(out.stderr.contains(" warn: ") && out.stderr.contains("cpu.idle"), "no warning:\n{out}");
         let c = w.cookie(p1);
         assert_ne!(c, "0x0", "c1 has its cookie");
@@ -53,21 +52,21 @@ mod fake {
 
         let p2 = w.spawn();
         let out = w.hook(&state("c2", "creating", Some(p2), &BE));
-        assert_eq!(out.code, Some(0), "fail open:\n{out}");
+        assert_eq!(out.code(), Some(0), "fail open:\n{out}");
         assert_eq!(w.cookie(p2), c, "c2 must share c1's cookie, not get a second one");
         assert_eq!(cached(&w), [(g.clone(), "c1".into(), c.clone()), (g, "c2".into(), c)]);
 
-        let out = w.run(&["metrics"], b"");
-        assert_eq!(out.code, Some(0), "{out}");
+        let out = w.cli(&["metrics"], b"");
+        assert_eq!(out.code(), Some(0), "{out}");
         assert!(out.stdout.contains("oci_coresched_hook_failures_total{reason=\"cgroup\"} 2"), "{out}");
     }
 
     #[test]
     fn cpu_idle_failure_fails_closed_and_keeps_the_record() {
-        let w = World::new("idle-closed", "fail_closed = true\n[qos.BE]\nsched_idle = true");
+        let w = World::fake_kernel("idle-closed", "fail_closed = true\n[qos.BE]\nsched_idle = true");
         let p1 = w.spawn();
         let out = w.hook(&state("c1", "creating", Some(p1), &BE));
-        assert_eq!(out.code, Some(1), "fail closed:\n{out}");
+        assert_eq!(out.code(), Some(1), "fail closed:\n{out}");
         assert!(out.stderr.contains("error: ") && out.stderr.contains("cpu.idle"), "no error:\n{out}");
         // The runtime now kills the container; until then its cookie and its record agree.
         let c = w.cookie(p1);

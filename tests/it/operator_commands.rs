@@ -9,17 +9,16 @@
 //!
 //! No root or kernel support needed: nothing here reaches a prctl.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use common::{Output, TestEnv};
+use common::{Output, World};
 
 /// `oci-coresched-hook --config CFG --state-dir DIR ARGS`.
-fn cmd(env: &TestEnv, state_dir: &Path, args: &[&str]) -> Output {
+fn cmd(env: &World, state_dir: &Path, args: &[&str]) -> Output {
     let mut all = vec![
         "--config".to_string(),
         env.config_path().display().to_string(),
@@ -28,16 +27,16 @@ fn cmd(env: &TestEnv, state_dir: &Path, args: &[&str]) -> Output {
     ];
     all.extend(args.iter().map(|a| a.to_string()));
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    env.hook(&all)
+    env.binary(&all)
 }
 
-fn json(env: &TestEnv, out: &Output) -> Value {
+fn json(env: &World, out: &Output) -> Value {
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| env.fail(&format!("stdout is not JSON: {e}")))
 }
 
 #[test]
 fn reconcile_without_a_cache_reports_its_dry_run() {
-    let env = TestEnv::new("reconcile-nocache");
+    let env = World::new("reconcile-nocache");
     env.write_config("");
     let dir = env.path("no-state-yet");
     for (args, dry_run) in [
@@ -74,7 +73,7 @@ const COMMANDS: &[&[&str]] = &[
 
 #[test]
 fn an_unusable_state_dir_is_an_error_naming_it() {
-    let env = TestEnv::new("statedir-file");
+    let env = World::new("statedir-file");
     env.write_config("");
     let file = env.path("state-file");
     std::fs::write(&file, "not a directory\n").unwrap();
@@ -114,7 +113,7 @@ fn an_unusable_state_dir_is_an_error_naming_it() {
 
 #[test]
 fn a_missing_state_dir_is_an_empty_cache() {
-    let env = TestEnv::new("statedir-missing");
+    let env = World::new("statedir-missing");
     env.write_config("");
     let dir = env.path("not/there/yet");
     for (args, want) in [
@@ -142,7 +141,7 @@ fn a_missing_state_dir_is_an_empty_cache() {
 /// error prints clap's message and exits 2, and the help text lists the codes the README lists.
 #[test]
 fn help_version_and_usage_errors_exit_with_the_documented_codes() {
-    let env = TestEnv::new("exit-codes");
+    let env = World::new("exit-codes");
     for (args, want, stream_has) in [
         (&["--help"][..], 0, "Exit codes:"),
         (&["--version"][..], 0, "oci-coresched-hook "),
@@ -151,12 +150,12 @@ fn help_version_and_usage_errors_exit_with_the_documented_codes() {
         (&["list", "--no-such-flag"][..], 2, "unexpected argument"),
         (&["hook", "--stage", "sideways"][..], 2, "invalid value"),
     ] {
-        let out = env.hook(args);
+        let out = env.binary(args);
         check_eq!(env, out.code(), Some(want), "{args:?}: exit code");
         let text = if want == 0 { &out.stdout } else { &out.stderr };
         check!(env, text.contains(stream_has), "{args:?}: {stream_has:?} missing from {text:?}");
     }
-    let help = env.hook(&["--help"]).stdout;
+    let help = env.binary(&["--help"]).stdout;
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for code in ["0", "1", "2"] {
         check!(env, help.contains(&format!("\n  {code}  ")), "--help does not list exit code {code}");

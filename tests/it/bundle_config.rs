@@ -9,8 +9,7 @@
 //! that is not JSON, too large or whose cgroupsPath is no string gives one warning naming the file,
 //! and the hook decides from the state's annotations alone, exactly as without the file.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +21,7 @@ use oci_coresched_hook::policy::Lifecycle;
 use oci_coresched_hook::runtime_state::{read_crun, read_runc};
 use oci_coresched_hook::state::State;
 
-use common::{MANIFEST_DIR, Output, TestEnv};
+use common::{MANIFEST_DIR, Output, World};
 
 /// Largest config.json the hook reads.
 const LIMIT: usize = oci_coresched_hook::bundle::MAX_CONFIG_BYTES as usize;
@@ -183,7 +182,7 @@ fn bad_configs_give_nothing_to_hook_and_rebuild_alike() {
 
 /// `explain --state FILE` of the BestEffort pod's captured createRuntime state, its bundle
 /// holding `config` (or none).
-fn explain(env: &TestEnv, config: Option<&[u8]>) -> (Output, Value, String) {
+fn explain(env: &World, config: Option<&[u8]>) -> (Output, Value, String) {
     let fixture = Path::new(MANIFEST_DIR).join("tests/fixtures/field/containerd-runc-be-createRuntime.json");
     let mut state = read_json(&fixture);
     let bundle = env.path("bundle");
@@ -196,7 +195,7 @@ fn explain(env: &TestEnv, config: Option<&[u8]>) -> (Output, Value, String) {
     let state_file = env.path("state.json");
     std::fs::write(&state_file, serde_json::to_vec(&state).unwrap()).unwrap();
     let cfg = env.config_path().display().to_string();
-    let out = env.hook(&["--config", &cfg, "explain", "--state", &state_file.display().to_string()]);
+    let out = env.binary(&["--config", &cfg, "explain", "--state", &state_file.display().to_string()]);
     check!(env, out.success(), "explain failed:\n{out}");
     let d = serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| env.fail(&format!("not JSON ({e}):\n{out}")));
     (out, d, bundle.join("config.json").display().to_string())
@@ -204,7 +203,7 @@ fn explain(env: &TestEnv, config: Option<&[u8]>) -> (Output, Value, String) {
 
 #[test]
 fn a_newer_spec_keeps_the_be_rule() {
-    let env = TestEnv::new("a_newer_spec_keeps_the_be_rule");
+    let env = World::new("a_newer_spec_keeps_the_be_rule");
     env.write_config("[qos.BE]\ncore_expeller = true\nsched_idle = true");
     let config = read_json(&Path::new(MANIFEST_DIR).join("tests/fixtures/field/containerd-runc-be-config.json"));
     for (what, v) in variants(&config) {
@@ -217,7 +216,7 @@ fn a_newer_spec_keeps_the_be_rule() {
 
 #[test]
 fn a_bad_config_is_a_warning_naming_the_file_and_the_state_decides() {
-    let env = TestEnv::new("a_bad_config_is_a_warning_naming_the_file_and_the_state_decides");
+    let env = World::new("a_bad_config_is_a_warning_naming_the_file_and_the_state_decides");
     env.write_config("[qos.BE]\ncore_expeller = true\nsched_idle = true");
     let (_, without, _) = explain(&env, None);
     let want_problem = [
@@ -252,7 +251,7 @@ fn a_bad_config_is_a_warning_naming_the_file_and_the_state_decides() {
 /// Koordinator's core-sched rule does, and the LS rule otherwise; a Burstable pod stays LS.
 #[test]
 fn a_guaranteed_pod_follows_the_lsr_rule_when_enabled() {
-    let env = TestEnv::new("a_guaranteed_pod_follows_the_lsr_rule_when_enabled");
+    let env = World::new("a_guaranteed_pod_follows_the_lsr_rule_when_enabled");
     let config = read_json(&Path::new(MANIFEST_DIR).join("tests/fixtures/field/containerd-runc-be-config.json"));
     let captured = config["linux"]["cgroupsPath"].as_str().expect("cgroupsPath").to_string();
     let id = captured.rsplit('/').next().expect("container id").to_string();

@@ -10,22 +10,21 @@
 //! that enable NRI; `--once` exits 1), SIGTERM (exit 0), and Synchronize catching up running
 //! containers over the shared fake kernel (feature `fake-kernel`).
 
-mod fakeworld;
-#[path = "nri/hostile.rs"]
+use crate::fakeworld;
 mod hostile;
-#[path = "nri/support.rs"]
 mod support;
 
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{
-    CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks, PodSandbox, state,
-};
+use oci_coresched_hook::nri::messages::{CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks};
+#[cfg(feature = "fake-kernel")]
+use oci_coresched_hook::nri::messages::{PodSandbox, state};
 use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
 use oci_coresched_hook::nri::wire;
 
+use crate::common::wait::wait_until;
 use support::{HOOK_PATH, Plugin, WAIT, accept, container, map, plugin_cmd, pod, setup};
 
 #[test]
@@ -140,11 +139,7 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
     assert_eq!(r.code(), code::OK);
     let mut rt = accept(&listener);
     rt.expect_register();
-    let end = Instant::now() + WAIT;
-    while plugin.log().matches("registered as NRI plugin 42-och").count() < 4 {
-        assert!(Instant::now() < end, "no fourth registration");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("a fourth registration", WAIT, || plugin.log().matches("registered as NRI plugin 42-och").count() >= 4);
 
     assert_eq!(plugin.terminate(), Some(0));
     let log = plugin.log();
@@ -160,6 +155,7 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
 /// once; the plugin must be back within a poll of that socket, not after its backoff step.
 #[test]
 fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff() {
+    let _timed = crate::common::timed();
     let s = setup("comeback");
     // The socket is there before the plugin starts, so its first connect finds it: the two
     // "there anew" lines counted at the end are the restart's and the crash's, never a race
@@ -181,20 +177,24 @@ fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff
     };
     let rt = rejoin(&listener, "first start");
 
+    // The plugin's retries that found no runtime: each outage logs one such line, at its first.
+    let failed_connects = || plugin.log().matches("failed to connect to the NRI socket").count();
+
     // A clean restart: the runtime closes the connection and removes its socket, then comes back
-    // with a new one 3 s later (the plugin's first retry, at 2 s, finds none; its next is at 6 s).
+    // with a new one once the plugin's first retry (2 s after the loss) has found none; its next
+    // retry is 4 s later.
     drop(rt);
     drop(listener);
     std::fs::remove_file(&s.socket).unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until("the plugin's first retry after the restart to find no socket", WAIT, || failed_connects() >= 1);
     let listener = UnixListener::bind(&s.socket).unwrap();
     let rt = rejoin(&listener, "after a restart");
 
-    // A crash: the socket file stays behind, refusing connections, until the runtime starts again
-    // and binds a new one in its place.
+    // A crash: the socket file stays behind, refusing connections (the plugin's first retry, 2 s
+    // after the loss, is refused), until the runtime starts again and binds a new one in its place.
     drop(rt);
     drop(listener);
-    std::thread::sleep(Duration::from_secs(3));
+    wait_until("the plugin's first retry after the crash to be refused", WAIT, || failed_connects() >= 2);
     std::fs::remove_file(&s.socket).unwrap();
     let listener = UnixListener::bind(&s.socket).unwrap();
     let _rt = rejoin(&listener, "after a crash");
@@ -209,7 +209,10 @@ fn a_missing_socket_says_once_how_to_enable_nri_and_keeps_trying() {
     let s = setup("absent");
     let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
     plugin.wait_for_log("failed to connect to the NRI socket");
-    std::thread::sleep(Duration::from_millis(600)); // several retries at 50, 100, 200 ms
+    // Several retries (at 50, 100, 200 ms), each still failing, before the socket appears.
+    wait_until("three more failed retries", WAIT, || {
+        plugin.log().matches("is still unreachable; retrying").count() >= 3
+    });
     // The socket appears: the plugin connects.
     let listener = UnixListener::bind(&s.socket).unwrap();
     let mut rt = accept(&listener);
@@ -232,7 +235,7 @@ fn a_missing_socket_says_once_how_to_enable_nri_and_keeps_trying() {
 fn with_once_a_missing_socket_is_exit_1() {
     let s = setup("once");
     let out = fakeworld::run(plugin_cmd(&s, &["--once"]), b"");
-    assert_eq!(out.code, Some(1), "{out}");
+    assert_eq!(out.code(), Some(1), "{out}");
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("failed to connect")).collect();
     assert_eq!(lines.len(), 1, "{out}");
     assert!(lines[0].contains("enable_nri = true"), "{out}");
@@ -243,14 +246,14 @@ fn bad_flags_are_usage_errors() {
     let s = setup("flags");
     for bad in [&["--plugin-index", "7"][..], &["--plugin-index", "ab"], &["--plugin-name", ""]] {
         let out = fakeworld::run(plugin_cmd(&s, bad), b"");
-        assert_eq!(out.code, Some(2), "{bad:?}: {out}");
+        assert_eq!(out.code(), Some(2), "{bad:?}: {out}");
     }
 }
 
 #[cfg(feature = "fake-kernel")]
 #[test]
 fn synchronize_gives_running_containers_their_cookies() {
-    let world = fakeworld::World::new("nri-sync", "");
+    let world = crate::common::World::fake_kernel("nri-sync", "");
     let socket = world.path("nri.sock");
     let listener = UnixListener::bind(&socket).unwrap();
     let (p1, p2, p3) = (world.spawn(), world.spawn(), world.spawn());
@@ -287,11 +290,10 @@ fn synchronize_gives_running_containers_their_cookies() {
     rt.expect_register();
     rt.configure();
     rt.synchronize(vec![pod()], vec![container("c1", p1 as u32, &[("io.kubernetes.pod.namespace", "tenant-a")])]);
-    let end = Instant::now() + WAIT;
-    while plugin.log().matches("catch-up done").count() < 2 {
-        assert!(Instant::now() < end, "no second catch-up:\n{}", plugin.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::wait::wait_for("a second catch-up", WAIT, || {
+        let log = plugin.log();
+        if log.matches("catch-up done").count() >= 2 { Ok(()) } else { Err(log) }
+    });
     assert!(plugin.log().contains("catch-up done: 0 ensured, 1 already set"), "{}", plugin.log());
 }
 

@@ -9,11 +9,10 @@
 //! It needs the packaged binary, which `scripts/package.sh` writes (`target/packaging/rpm/`, and
 //! `target/packaging/image/` for the node image), so it is `#[ignore]`d in a plain `cargo test`
 //! and `scripts/test-all.sh` runs it after the packaging tier:
-//! `cargo test --all-features --test release_binary -- --ignored`. `OCH_RELEASE_BIN=FILE` checks
-//! another file instead. No binary: a skip, which fails under `CI`.
+//! `cargo test --all-features --test it release_binary:: -- --ignored`. `OCH_RELEASE_BIN=FILE`
+//! checks another file instead. No binary: a skip, which fails under `CI`.
 
-#[path = "common/skip.rs"]
-mod skip;
+use crate::common::skip;
 
 use std::path::{Path, PathBuf};
 
@@ -66,7 +65,7 @@ fn problems(bytes: &[u8]) -> Vec<String> {
 fn shipped_binary_has_no_fake_kernel_or_fault_points() {
     let bins = binaries();
     if bins.is_empty() {
-        skip::skip(
+        skip(
             "shipped_binary_has_no_fake_kernel_or_fault_points",
             "no packaged binary under target/packaging (run scripts/package.sh, or set OCH_RELEASE_BIN=FILE)",
         );

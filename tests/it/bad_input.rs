@@ -13,12 +13,10 @@
 //! Needs `--features fake-kernel` (this host has no CONFIG_SCHED_CORE); without it the test fails
 //! under `CI` and prints `SKIPPED` otherwise.
 
-mod fakeworld;
-
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
 fn bad_input_table() {
-    fakeworld::needs_feature("bad_input_table", "fake-kernel");
+    crate::fakeworld::needs_feature("bad_input_table", "fake-kernel");
 }
 
 #[cfg(feature = "fake-kernel")]
@@ -35,7 +33,10 @@ mod table {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use crate::fakeworld::{Out, World, check_consistent, members, pod, run, state};
+    use crate::common::Output;
+    use crate::common::World;
+    use crate::common::wait::wait_until;
+    use crate::fakeworld::{check_consistent, members, pod, run, state};
 
     /// What the cache must look like after the row.
     #[derive(Debug, Clone)]
@@ -51,7 +52,7 @@ mod table {
 
     /// The result of one row, with what it must show.
     struct Check {
-        out: Out,
+        out: Output,
         code: i32,
         /// Substrings stderr must contain.
         msgs: Vec<String>,
@@ -63,7 +64,7 @@ mod table {
     }
 
     impl Check {
-        fn new(out: Out, code: i32, msg: &str) -> Self {
+        fn new(out: Output, code: i32, msg: &str) -> Self {
             Self { out, code, msgs: vec![msg.to_string()], after: After::Intact, own: None, untouched: None }
         }
         fn msg(mut self, m: &str) -> Self {
@@ -158,7 +159,7 @@ mod table {
             ("stdin truncated", |w| {
                 let real = std::fs::read(format!(
                     "{}/tests/fixtures/states/runc-createRuntime.json",
-                    crate::fakeworld::MANIFEST_DIR
+                    crate::common::MANIFEST_DIR
                 ))
                 .unwrap();
                 stdin_row(w, &real[..real.len() / 2], "OCI state is not valid JSON: EOF while parsing")
@@ -183,7 +184,7 @@ mod table {
             ("--state FILE not JSON (manual run)", |w| {
                 std::fs::write(w.path("bad.json"), "not json").unwrap();
                 let f = w.path("bad.json").display().to_string();
-                Check::new(w.run(&["hook", "--state", &f], b""), 2, "failed to use state file").msg("not valid JSON")
+                Check::new(w.cli(&["hook", "--state", &f], b""), 2, "failed to use state file").msg("not valid JSON")
             }),
             // ---- pid ----
             ("pid missing", |w| {
@@ -513,6 +514,7 @@ mod table {
     }
 
     fn lock_row(w: &World, extra: &str, code: i32) -> Check {
+        let _timed = crate::common::timed();
         w.write_config(&format!("lock_timeout_ms = 300\n{extra}"));
         let lock = w.state_dir().join("lock");
         // A process group of its own: flock and the `sleep` holding the lock die together.
@@ -524,11 +526,7 @@ mod table {
             .process_group(0)
             .spawn()
             .expect("spawn flock (util-linux)");
-        let start = Instant::now();
-        while w.lock_is_free() {
-            assert!(start.elapsed() < Duration::from_secs(10), "flock never took the lock");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("flock to take the lock", Duration::from_secs(10), || !w.lock_is_free());
         let (s, pid) = fresh(w, "locked", &[("oci-coresched-hook/group", "web")]);
         let t = Instant::now();
         let out = w.hook(&s);
@@ -541,11 +539,7 @@ mod table {
         assert!(took < Duration::from_secs(5), "the hook waited {took:?} for a 300 ms lock timeout");
         // SIGKILL is delivered at once, but the killed `sleep` closes its descriptor only when it
         // next runs, which on a saturated machine can take a moment.
-        let dead = Instant::now();
-        while !w.lock_is_free() && dead.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(w.lock_is_free(), "the lock is still held 2 s after its holder died");
+        wait_until("the lock to be free after its holder died", Duration::from_secs(2), || w.lock_is_free());
         Check::new(out, code, "failed to take the state lock").msg("still held by another process after").untouched(pid)
     }
 
@@ -556,16 +550,16 @@ mod table {
 
     /// A row that cannot run here: fails under CI, passes with a SKIPPED line on stderr otherwise.
     fn skipped(w: &World, row: &str, why: &str) -> Check {
-        crate::fakeworld::skip(&format!("bad_input_table row {row:?}"), why);
+        crate::common::skip(&format!("bad_input_table row {row:?}"), why);
         Check::new(w.list_out(), 0, "")
     }
 
     trait ListOut {
-        fn list_out(&self) -> Out;
+        fn list_out(&self) -> Output;
     }
     impl ListOut for World {
-        fn list_out(&self) -> Out {
-            self.run(&["list"], b"")
+        fn list_out(&self) -> Output {
+            self.cli(&["list"], b"")
         }
     }
 
@@ -605,7 +599,7 @@ mod table {
 
     fn check_row(name: &str, w: &World, seeded: &[crate::fakeworld::Row], c: Check) {
         let ctx = |what: &str| format!("row {name:?}: {what}\n{}", c.out);
-        assert_eq!(c.out.code, Some(c.code), "{}", ctx("exit code"));
+        assert_eq!(c.out.code(), Some(c.code), "{}", ctx("exit code"));
         for m in &c.msgs {
             assert!(c.out.stderr.contains(m.as_str()), "{}", ctx(&format!("stderr lacks {m:?}")));
         }
@@ -685,7 +679,7 @@ mod table {
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         for (name, f) in &cases {
-            let w = World::new("bad-input", "");
+            let w = World::fake_kernel("bad-input", "");
             let seeded = seed(&w);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let check = f(&w);

@@ -20,7 +20,7 @@ use oci_coresched_hook::nri::wire::{
     self, Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
 };
 
-use crate::fakeworld;
+use crate::common::wait::{wait_for, wait_until};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 pub(crate) const HOOK_PATH: &str = "/host/usr/bin/oci-coresched-hook";
@@ -49,11 +49,7 @@ impl Plugin {
 
     /// Waits until the log has a line containing `what`.
     pub(crate) fn wait_for_log(&self, what: &str) {
-        let end = Instant::now() + WAIT;
-        while !self.log().contains(what) {
-            assert!(Instant::now() < end, "the plugin never logged {what:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(&format!("the plugin to log {what:?}"), WAIT, || self.log().contains(what));
     }
 
     pub(crate) fn pid(&self) -> i32 {
@@ -64,14 +60,9 @@ impl Plugin {
     pub(crate) fn terminate(&mut self) -> Option<i32> {
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(Instant::now() < end, "the plugin did not exit on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status =
+            wait_for("the plugin to exit on SIGTERM", WAIT, || self.child.try_wait().expect("wait").ok_or("running"));
+        status.code()
     }
 }
 
@@ -92,14 +83,7 @@ pub(crate) struct Runtime {
 }
 
 pub(crate) fn accept(listener: &UnixListener) -> Runtime {
-    let end = Instant::now() + WAIT;
-    loop {
-        if let Some(rt) = try_accept(listener) {
-            return rt;
-        }
-        assert!(Instant::now() < end, "the plugin never connected");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the plugin to connect", WAIT, || try_accept(listener).ok_or("no connection"))
 }
 
 /// A connection the plugin made, if one is waiting.
@@ -251,7 +235,7 @@ pub(crate) fn connected(tag: &str) -> (Setup, UnixListener, Plugin, Runtime) {
 }
 
 pub(crate) fn plugin_cmd(s: &Setup, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(fakeworld::HOOK);
+    let mut cmd = Command::new(crate::common::HOOK);
     cmd.env_remove("RUST_LOG")
         .arg("--config")
         .arg(s.dir.path().join("config.toml"))

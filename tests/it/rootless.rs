@@ -14,9 +14,6 @@
 //! Needs root (to set the user up), podman, runc, newuidmap (uidmap), a static busybox and
 //! `--features fake-kernel`; without one, a test fails under `CI` and prints `SKIPPED` otherwise.
 
-#[macro_use]
-mod common;
-
 #[cfg(not(feature = "fake-kernel"))]
 mod skipped {
     #[test]
@@ -49,7 +46,7 @@ mod fake {
     use serde_json::{Value, json};
 
     use crate::common::rootless::RootlessUser;
-    use crate::common::{self, HOOK, MANIFEST_DIR, Need, Output, RUNTIME_TIMEOUT, TestEnv, k8s_annotations};
+    use crate::common::{self, HOOK, MANIFEST_DIR, Need, Output, RUNTIME_TIMEOUT, World, k8s_annotations};
 
     const NEEDS: [Need; 5] = [Need::Root, Need::Podman, Need::Runc, Need::Uidmap, Need::BusyboxStatic];
     const WAIT: Duration = Duration::from_secs(20);
@@ -70,15 +67,15 @@ mod fake {
 
     /// One rootless world: the user, the test's dirs (owned by the user), a hooks.d dir that runs
     /// the hook without `--state-dir` over a shared fake kernel, and podman as the user.
-    struct World {
-        env: TestEnv,
+    struct RootlessWorld {
+        env: World,
         user: RootlessUser,
         xdg: PathBuf,
         runroot: PathBuf,
         fake_kernel: PathBuf,
     }
 
-    impl World {
+    impl RootlessWorld {
         /// With `run_user`, podman's runtime dir is `/run/user/<uid>` (made here, as a login
         /// session would); otherwise a private dir the hook never learns of.
         fn new(test: &str, run_user: bool) -> Option<Self> {
@@ -92,7 +89,7 @@ mod fake {
                     return None;
                 }
             };
-            let env = TestEnv::new(test);
+            let env = World::new(test);
             user.give(env.root());
             let xdg = if run_user { user.run_user_dir() } else { env.path("xdg") };
             if run_user && !xdg.exists() {
@@ -120,7 +117,7 @@ mod fake {
             let w = Self { env, user, xdg, runroot, fake_kernel };
             w.write_hooks_d();
             // Podman's rootless pause process keeps its user namespace; it names no test path, so
-            // the TestEnv's leftover sweep misses it: stop it by the pid podman recorded.
+            // the World's leftover sweep misses it: stop it by the pid podman recorded.
             let pause = w.env.path("podman-tmp/pause.pid");
             w.env.on_drop(move || {
                 if let Some(pid) = std::fs::read_to_string(&pause).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
@@ -133,7 +130,7 @@ mod fake {
             let rm = w.podman_cmd(&["rm", "-a", "-f", "-t", "0"]);
             let dir = w.env.root().to_path_buf();
             w.env.on_drop(move || {
-                let out = common::run_command(&dir, rm, None, RUNTIME_TIMEOUT);
+                let out = common::run_command(Some(&dir), rm, None, RUNTIME_TIMEOUT);
                 if !out.success() {
                     eprintln!("cleanup: {out}");
                 }
@@ -188,7 +185,7 @@ mod fake {
             (cid, share)
         }
 
-        /// [`World::run`] without the checks: the output, the container id if podman wrote one,
+        /// [`RootlessWorld::run`] without the checks: the output, the container id if podman wrote one,
         /// the share dir.
         fn try_run(&self, name: &str, detach: bool, rest: &str) -> (Output, Option<String>, PathBuf) {
             let e = &self.env;
@@ -246,7 +243,7 @@ mod fake {
     #[test]
     fn rootless_podman_uses_the_per_user_state_dir() {
         let test = "rootless_podman_uses_the_per_user_state_dir";
-        let Some(w) = World::new(test, true) else { return };
+        let Some(w) = RootlessWorld::new(test, true) else { return };
         let e = &w.env;
         let state = w.user.run_user_dir().join("oci-coresched-hook");
         let before = system_dir_snapshot();
@@ -316,7 +313,7 @@ mod fake {
     fn rootless_podman_without_a_per_user_dir_fails_open_with_one_line() {
         let test = "rootless_podman_without_a_per_user_dir_fails_open_with_one_line";
         // Podman gets a runtime dir of its own, which the hook never sees (hooks.d `env` only).
-        let Some(w) = World::new(test, false) else { return };
+        let Some(w) = RootlessWorld::new(test, false) else { return };
         let e = &w.env;
         let run_user = w.user.run_user_dir();
         check!(e, !run_user.exists(), "{} exists: this test needs a user without one", run_user.display());
@@ -346,7 +343,7 @@ mod fake {
     #[test]
     fn rootless_podman_without_a_per_user_dir_fails_closed_when_configured() {
         let test = "rootless_podman_without_a_per_user_dir_fails_closed_when_configured";
-        let Some(w) = World::new(test, false) else { return };
+        let Some(w) = RootlessWorld::new(test, false) else { return };
         let e = &w.env;
         e.write_config("fail_closed = true");
         let run_user = w.user.run_user_dir();

@@ -9,7 +9,7 @@
 //! `error:` / `warn:` line it prints. Each check: no `: `-separated segment repeats, and where the
 //! cause is known, it appears exactly once (so a fix cannot drop it either).
 
-mod fakeworld;
+use crate::fakeworld;
 
 use std::time::Duration;
 
@@ -414,7 +414,7 @@ fn real_library_failures_say_their_cause_once() {
 }
 
 /// Every `error:` / `warn:` line of a run; each must say its cause once.
-fn check_lines(what: &str, out: &fakeworld::Out) -> Vec<String> {
+fn check_lines(what: &str, out: &crate::common::Output) -> Vec<String> {
     let lines: Vec<String> =
         out.stderr.lines().filter(|l| l.contains(" error: ") || l.contains(" warn: ")).map(str::to_string).collect();
     assert!(!lines.is_empty(), "{what}: no error or warning line\n{out}");
@@ -427,7 +427,7 @@ fn check_lines(what: &str, out: &fakeworld::Out) -> Vec<String> {
 }
 
 fn hook_bin(args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(fakeworld::HOOK);
+    let mut c = std::process::Command::new(crate::common::HOOK);
     c.env_remove("RUST_LOG").args(args);
     c
 }
@@ -440,7 +440,7 @@ fn binary_failures_say_their_cause_once() {
     let m = missing.display().to_string();
     for args in [vec!["--config", &m, "explain"], vec!["--config", &m, "list"]] {
         let out = fakeworld::run(hook_bin(&args), b"{}");
-        assert_eq!(out.code, Some(2), "{out}");
+        assert_eq!(out.code(), Some(2), "{out}");
         let lines = check_lines(&format!("{args:?}"), &out);
         let text = lines.join("\n");
         assert!(text.contains(&format!("failed to read config file {m}: {ENOENT}")), "{args:?}:\n{out}");
@@ -452,14 +452,14 @@ fn binary_failures_say_their_cause_once() {
     let c = cfg.display().to_string();
     let state_file = tmp.path().join("no-state.json").display().to_string();
     let out = fakeworld::run(hook_bin(&["--config", &c, "hook", "--state", &state_file]), b"");
-    assert_eq!(out.code, Some(2), "{out}");
+    assert_eq!(out.code(), Some(2), "{out}");
     let text = check_lines("hook --state MISSING", &out).join("\n");
     assert!(text.contains(&format!("failed to open state file {state_file}: {ENOENT}")), "{out}");
 
     let sd = tmp.path().join("state").display().to_string();
     let metrics_out = tmp.path().join("no/such/dir/metrics.prom").display().to_string();
     let out = fakeworld::run(hook_bin(&["--config", &c, "--state-dir", &sd, "metrics", "--output", &metrics_out]), b"");
-    assert_eq!(out.code, Some(1), "{out}");
+    assert_eq!(out.code(), Some(1), "{out}");
     let text = check_lines("metrics --output MISSING_DIR/FILE", &out).join("\n");
     assert!(text.contains(&format!("failed to write metrics to {metrics_out}: ")), "{out}");
 }
@@ -477,9 +477,10 @@ fn hook_failures_say_their_cause_once() {
 fn hook_failures_say_their_cause_once() {
     use std::os::unix::fs::PermissionsExt;
 
-    use fakeworld::{World, pod, run, state};
+    use crate::common::World;
+    use fakeworld::{pod, run, state};
 
-    let w = World::new("errmsg", "");
+    let w = World::fake_kernel("errmsg", "");
     for fail_closed in [false, true] {
         w.write_config(if fail_closed { "fail_closed = true" } else { "" });
         let code = Some(i32::from(fail_closed));
@@ -487,7 +488,7 @@ fn hook_failures_say_their_cause_once() {
         // A dead init.
         let pid = w.dead_pid();
         let out = w.hook(&state("c1", "creating", Some(pid), &pod("tenant-a", "web")));
-        assert_eq!(out.code, code, "{out}");
+        assert_eq!(out.code(), code, "{out}");
         let text = check_lines("hook, dead pid", &out).join("\n");
         let gone = format!("container init pid {pid} does not exist");
         assert!(text.contains(&format!("failed to apply core scheduling to container c1: {gone}")), "{out}");
@@ -499,7 +500,7 @@ fn hook_failures_say_their_cause_once() {
         let below: std::path::PathBuf = file.join("state");
         let pid = w.spawn();
         let out = run(w.cmd_in(&below, &["hook"]), &state("c2", "creating", Some(pid), &pod("tenant-a", "web")));
-        assert_eq!(out.code, code, "{out}");
+        assert_eq!(out.code(), code, "{out}");
         let text = check_lines("hook, state dir below a file", &out).join("\n");
         assert!(
             text.contains(&format!("failed to prepare state dir {}: Not a directory (os error 20)", below.display())),
@@ -509,7 +510,7 @@ fn hook_failures_say_their_cause_once() {
 
         // A state dir that is a regular file.
         let out = run(w.cmd_in(&file, &["hook"]), &state("c3", "creating", Some(pid), &pod("tenant-a", "web")));
-        assert_eq!(out.code, code, "{out}");
+        assert_eq!(out.code(), code, "{out}");
         let text = check_lines("hook, state dir a file", &out).join("\n");
         assert!(text.contains(&format!("state dir {} is unusable: not a directory", file.display())), "{out}");
 
@@ -519,7 +520,7 @@ fn hook_failures_say_their_cause_once() {
         std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::create_dir(sd.join("cache.db")).unwrap();
         let out = run(w.cmd_in(&sd, &["hook"]), &state("c4", "creating", Some(pid), &pod("tenant-a", "web")));
-        assert_eq!(out.code, code, "{out}");
+        assert_eq!(out.code(), code, "{out}");
         let text = check_lines("hook, cache a directory", &out).join("\n");
         assert!(text.contains(&format!("failed to use the cache {}: ", sd.join("cache.db").display())), "{out}");
     }
