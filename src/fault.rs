@@ -2,7 +2,7 @@
 //! environment variable `OCH_FAULT` names that point, so tests can show that a hook dying at any
 //! step of an ensure (lock taken, cache read, prctl done, cache written but not committed, …)
 //! never wedges the lock, loses the cache or leaves it disagreeing with the kernel
-//! (`tests/faults.rs`).
+//! (`tests/it/faults.rs`).
 //!
 //! The killing code exists only with the non-default `fault-injection` feature (which implies
 //! `fake-kernel`); in every other build [`point`] is an empty inline function and `OCH_FAULT` is

@@ -10,7 +10,7 @@
 //! - **a runtime's state directory** ([`ContainerInput::from_runtime`]): `rebuild`, and the hook's
 //!   reload after a damaged cache was moved aside.
 //!
-//! Whatever the route, the same container gives the same decision (`tests/decision_routes.rs`
+//! Whatever the route, the same container gives the same decision (`tests/it/decision_routes.rs`
 //! feeds one container through all three).
 
 use std::collections::BTreeMap;

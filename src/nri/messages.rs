@@ -3,7 +3,7 @@
 //! [`super::ttrpc`]. Only the fields the plugin reads or writes are modelled; every other field is skipped on decode ([`super::proto`]), which is what keeps
 //! the plugin working against the newer NRI of containerd 2.x.
 //!
-//! Each message both encodes and decodes, so that tests (and `tests/nri.rs`'s fake runtime) can
+//! Each message both encodes and decodes, so that tests (and `tests/it/nri.rs`'s fake runtime) can
 //! speak the runtime's side with the same definitions.
 
 use std::collections::BTreeMap;

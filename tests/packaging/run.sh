@@ -173,7 +173,7 @@ if [[ -z $keys ]]; then bad "found no config keys in src/config.rs (parser out o
 elif ((${#missing_keys[@]})); then bad "keys of src/config.rs missing from $CONF: ${missing_keys[*]}"
 else ok "every key of src/config.rs is in $CONF ($(echo $keys | wc -w) keys)"; fi
 # LS and BE are set; LSE and LSR are documented but commented out (a [qos.LSR] table would move
-# Guaranteed pods to it, a [qos.LSE] one would stop LSE following LSR: see tests/packaging.rs).
+# Guaranteed pods to it, a [qos.LSE] one would stop LSE following LSR: see tests/it/packaging.rs).
 for class in LS BE; do
     grep -q "^\[qos\.$class\]" "$CONF" || bad "$CONF lacks [qos.$class]"
 done
