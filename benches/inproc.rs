@@ -16,9 +16,9 @@ use oci_coresched_hook::engine::{Engine, EnsureRequest};
 use oci_coresched_hook::hook;
 use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
+use oci_coresched_hook::oci_state;
 use oci_coresched_hook::procfs::ProcFs;
-use oci_coresched_hook::state;
-use oci_coresched_hook::statedir::StateDir;
+use oci_coresched_hook::state_dir::StateDir;
 use oci_coresched_hook::store::{Labels, Store};
 use oci_coresched_hook::system::System;
 
@@ -57,13 +57,13 @@ impl Drop for Sleepers {
     }
 }
 
-fn state_for(id: &str, pid: i32, bundle: Option<&Path>) -> state::State {
+fn state_for(id: &str, pid: i32, bundle: Option<&Path>) -> oci_state::State {
     let bundle = bundle.map(|b| format!(",\"bundle\":\"{}\"", b.display())).unwrap_or_default();
     let json = format!(
         "{{\"ociVersion\":\"1.0.2\",\"id\":\"{id}\",\"status\":\"creating\",\"pid\":{pid}{bundle},\
          \"annotations\":{{\"oci-coresched-hook/group\":\"g\",\"io.kubernetes.pod.namespace\":\"default\"}}}}"
     );
-    state::parse_state(json.as_bytes()).unwrap()
+    oci_state::parse_state(json.as_bytes()).unwrap()
 }
 
 fn benches(c: &mut Criterion) {
@@ -75,7 +75,7 @@ fn benches(c: &mut Criterion) {
     let config = Config::parse(BENCH_CONFIG, Path::new("bench.toml")).unwrap();
 
     c.bench_function("state: parse a runc createRuntime state (1 KB)", |b| {
-        b.iter(|| state::parse_state(std::hint::black_box(RUNC_STATE)).unwrap())
+        b.iter(|| oci_state::parse_state(std::hint::black_box(RUNC_STATE)).unwrap())
     });
     c.bench_function("config: parse the bench config.toml", |b| {
         b.iter(|| Config::parse(std::hint::black_box(BENCH_CONFIG), Path::new("bench.toml")).unwrap())

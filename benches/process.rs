@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
-use oci_coresched_hook::statedir::StateDir;
+use oci_coresched_hook::state_dir::StateDir;
 use oci_coresched_hook::store::{Labels, Member, Store, StoreError};
 
 const TRUE: &str = "/bin/true";

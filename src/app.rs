@@ -14,10 +14,10 @@ use crate::exit_codes::ExitCode;
 use crate::hook::{self, Done};
 use crate::kernel::CookieHex;
 use crate::logging;
+use crate::oci_state::{self, State};
 use crate::policy::Action;
 use crate::shim;
-use crate::state::{self, State};
-use crate::statedir_choice::{self, ThisProcess};
+use crate::state_dir::choice::{self, ThisProcess};
 use crate::system::{Surroundings, System};
 
 fn print_error(err: &anyhow::Error) {
@@ -46,9 +46,9 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<State> {
     match file {
         Some(p) => {
             let f = std::fs::File::open(p).with_context(|| format!("failed to open state file {}", p.display()))?;
-            state::read_state(f).with_context(|| format!("failed to use state file {}", p.display()))
+            oci_state::read_state(f).with_context(|| format!("failed to use state file {}", p.display()))
         }
-        None => Ok(state::read_state(std::io::stdin().lock())?),
+        None => Ok(oci_state::read_state(std::io::stdin().lock())?),
     }
 }
 
@@ -178,7 +178,7 @@ fn run_hook(
     } else {
         log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
     }
-    let state_dir = match statedir_choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
+    let state_dir = match choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
         Ok(dir) => dir,
         // A skip never opens the state dir.
         Err(_) if decision.action == Action::Skip => PathBuf::new(),
@@ -290,14 +290,10 @@ fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
 }
 
 /// Runs an operator command in the state dir that `--state-dir` names or
-/// [`statedir_choice::choose`] picks (the hook's rule, so that a rootless user finds the cache
+/// [`state_dir::choice::choose`] picks (the hook's rule, so that a rootless user finds the cache
 /// their containers' hooks wrote).
 fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitCode {
-    finish(
-        statedir_choice::choose(cli.state_dir.as_deref(), &ThisProcess)
-            .map_err(anyhow::Error::from)
-            .and_then(|d| f(&d)),
-    )
+    finish(choice::choose(cli.state_dir.as_deref(), &ThisProcess).map_err(anyhow::Error::from).and_then(|d| f(&d)))
 }
 
 /// [`in_state_dir`] with the [`System`] built over that state dir.

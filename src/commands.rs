@@ -9,8 +9,8 @@ use anyhow::Context;
 
 use crate::config::Config;
 use crate::ops;
-use crate::runtime_state::RuntimeRoot;
-use crate::statedir::StateDir;
+use crate::runtimes::RuntimeRoot;
+use crate::state_dir::StateDir;
 use crate::store::Store;
 use crate::system::System;
 
@@ -165,7 +165,7 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
     let report =
-        write_txn(sys, config, |store| Ok(crate::reload::reload(store, &sys.kernel, &sys.proc, &roots, config)?))?;
+        write_txn(sys, config, |store| Ok(crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config)?))?;
     print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
     Ok(())
 }

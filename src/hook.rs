@@ -7,11 +7,11 @@ use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
 use crate::error::FailureReason;
 use crate::input::ContainerInput;
 use crate::kernel::{Cookie, CoreSched, KernelError};
+use crate::oci_state::State;
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
 use crate::procfs::{Pid, TaskId};
 use crate::shim;
-use crate::state::State;
-use crate::statedir::{DirError, StateDir};
+use crate::state_dir::{DirError, StateDir};
 use crate::store::{Member, Store, StoreError};
 use crate::system::System;
 
@@ -379,8 +379,8 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
 /// Best effort: a failure is logged and the hook goes on with what it has.
 fn reload<K: CoreSched>(store: &Store, sys: &System<K>, config: &Config) {
     let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-    let roots = crate::runtime_state::RuntimeRoot::defaults();
-    let result = store.transaction(|s| crate::reload::reload(s, &sys.kernel, &sys.proc, &roots, config));
+    let roots = crate::runtimes::RuntimeRoot::defaults();
+    let result = store.transaction(|s| crate::rebuild::rebuild(s, &sys.kernel, &sys.proc, &roots, config));
     match result {
         Ok(r) => log::warn!(
             "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",

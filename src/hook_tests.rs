@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
-use crate::state::parse_state;
+use crate::oci_state::parse_state;
 
 struct Env {
     dir: tempfile::TempDir,

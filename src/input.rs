@@ -16,12 +16,12 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
+use crate::oci_state::State;
 use crate::policy::{
     self, ANN_GROUP, ANN_POLICY, BadContainerId, CONTAINER_NAME, Decision, KOORD_GROUP, KOORD_POLICY, KOORD_QOS,
     Lifecycle, POD_NAME, POD_NAMESPACE, POD_UID, PodLabels, SANDBOX_ID, SandboxRef,
 };
-use crate::runtime_state::RuntimeContainer;
-use crate::state::State;
+use crate::runtimes::RuntimeContainer;
 
 /// The grouping annotations taken from a pod and its container, the container's value first.
 pub const COPIED_KEYS: [&str; 5] = [ANN_GROUP, ANN_POLICY, KOORD_QOS, KOORD_GROUP, KOORD_POLICY];

@@ -138,7 +138,7 @@ pub fn holds<K: CoreSched>(
     if r.group != group || r.init.pid != pid || r.cookie == 0 {
         return None;
     }
-    if cache_identity(&state_dir.join(crate::statedir::DB_FILE)).ok()? != r.cache {
+    if cache_identity(&state_dir.join(crate::state_dir::DB_FILE)).ok()? != r.cache {
         return None;
     }
     let same = || crate::membership::liveness(proc, r.init).is_alive();

@@ -23,7 +23,7 @@ pub struct Surroundings {
     /// The cgroup mount ([`crate::cgroup::root`]); in a private cgroup namespace, the host's
     /// tree mounted there lets `/proc` paths be mapped to host paths.
     pub cgroup_mount: PathBuf,
-    /// The state dir (`--state-dir`, else [`crate::statedir_choice::choose`]).
+    /// The state dir (`--state-dir`, else [`crate::state_dir::choice::choose`]).
     pub state_dir: PathBuf,
 }
 

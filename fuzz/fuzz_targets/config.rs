@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(cfg) => {
             assert!(["off", "error", "warn", "info", "debug", "trace"].contains(&cfg.log_level.as_str()));
             assert!((1..=60_000).contains(&cfg.lock_timeout_ms), "lock_timeout_ms {}", cfg.lock_timeout_ms);
-            assert!(cfg.qos.keys().all(|k| QOS_CLASSES.contains(&k.as_str())), "{:?}", cfg.qos.keys());
+            assert!(cfg.qos.keys().all(|k| QOS_CLASSES.contains(k)), "{:?}", cfg.qos.keys());
             if cfg.fail_closed {
                 // The same file with a syntax error appended: the hook cannot parse it, and must
                 // still fail closed.

@@ -9,8 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oci_coresched_hook::config::{Config, QosRule};
-use oci_coresched_hook::policy::{self, Action, Input, Lifecycle, Policy};
+use oci_coresched_hook::config::{Config, QosClass, QosRule};
+use oci_coresched_hook::policy::{self, ActionKind, Input, Lifecycle, Policy};
 use oci_coresched_hook_fuzz::{first, first_set, valid_group, valid_id, valid_key, valid_namespace};
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (flags, rules, doc) = (data[0], data[1], &data[2..]);
-    let Ok(state) = oci_coresched_hook::state::parse_state(doc) else { return };
+    let Ok(state) = oci_coresched_hook::oci_state::parse_state(doc) else { return };
     let cgroups_path = serde_json::from_slice::<serde_json::Value>(doc)
         .ok()
         .and_then(|v| v.get("cgroupsPath").and_then(|p| p.as_str().map(str::to_string)));
@@ -28,13 +28,10 @@ fuzz_target!(|data: &[u8]| {
         _ => Lifecycle::Ensure,
     };
     let mut config = Config { allow_cross_namespace_groups: flags & 4 != 0, ..Config::default() };
-    for (i, class) in ["BE", "LS"].into_iter().enumerate() {
+    for (i, class) in [QosClass::Be, QosClass::Ls].into_iter().enumerate() {
         let b = rules >> (i * 4);
         if b & 8 != 0 {
-            config.qos.insert(
-                class.to_string(),
-                QosRule { enable: b & 1 == 0, core_expeller: b & 2 != 0, sched_idle: b & 4 != 0 },
-            );
+            config.qos.insert(class, QosRule { enable: b & 1 == 0, core_expeller: b & 2 != 0, sched_idle: b & 4 != 0 });
         }
     }
     let ann = &state.annotations;
@@ -58,24 +55,24 @@ fuzz_target!(|data: &[u8]| {
     serde_json::to_string(&d).expect("the decision serializes (explain)");
 
     match lifecycle {
-        Lifecycle::Forget => return assert_eq!(d.action, Action::Forget),
-        Lifecycle::Skip => return assert_eq!(d.action, Action::Skip),
+        Lifecycle::Forget => return assert_eq!(d.action.kind(), ActionKind::Forget),
+        Lifecycle::Skip => return assert_eq!(d.action.kind(), ActionKind::Skip),
         Lifecycle::Ensure => {}
     }
     if !matches!(state.pid, Some(p) if p > 1) {
-        return assert_eq!(d.action, Action::Skip, "pid {:?} must never be touched", state.pid);
+        return assert_eq!(d.action.kind(), ActionKind::Skip, "pid {:?} must never be touched", state.pid);
     }
     let qos = first(ann, &[policy::KOORD_QOS]);
     if qos == Some("SYSTEM") {
-        return assert_eq!(d.action, Action::Skip, "a SYSTEM container was touched: {d:?}");
+        return assert_eq!(d.action.kind(), ActionKind::Skip, "a SYSTEM container was touched: {d:?}");
     }
-    if d.action == Action::Clear {
-        assert_eq!(d.group, None);
-        assert!(!d.sched_idle);
+    if d.action.kind() == ActionKind::Clear {
+        assert_eq!(d.group(), None);
+        assert!(!d.sched_idle());
         return;
     }
-    assert_eq!(d.action, Action::Ensure, "{d:?}");
-    let group = d.group.as_deref().expect("an ensure names a group");
+    assert_eq!(d.action.kind(), ActionKind::Ensure, "{d:?}");
+    let group = d.group().expect("an ensure names a group");
     let ns_ann = first(ann, &policy::POD_NAMESPACE);
     // Both namespace keys present with different values: someone claims a namespace, so the
     // decision is invalid and scoped to no namespace at all.

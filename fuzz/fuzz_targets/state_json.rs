@@ -1,21 +1,21 @@
-//! OCI state parsing (`state::read_state`), with properties: the size limit holds, a parsed
+//! OCI state parsing (`oci_state::read_state`), with properties: the size limit holds, a parsed
 //! state is well formed and survives a round trip, errors are short and name the problem, and
 //! the stage inference accepts exactly the statuses it knows.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use oci_coresched_hook::hook::{self, HookError};
+use oci_coresched_hook::oci_state::{self, MAX_STATE_BYTES, StateError};
 use oci_coresched_hook::policy::Lifecycle;
-use oci_coresched_hook::state::{self, MAX_STATE_BYTES, StateError};
 use serde_json::json;
 
 fuzz_target!(|data: &[u8]| {
-    let read = state::read_state(data);
+    let read = oci_state::read_state(data);
     if data.len() as u64 > MAX_STATE_BYTES {
         assert!(matches!(read, Err(StateError::TooLarge)), "{} bytes accepted", data.len());
         return;
     }
-    let parsed = state::parse_state(data);
+    let parsed = oci_state::parse_state(data);
     assert_eq!(
         read.as_ref().map_err(ToString::to_string),
         parsed.as_ref().map_err(ToString::to_string),
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
                 "bundle": s.bundle.as_ref().map(|b| b.to_str().expect("bundle came from a JSON string")),
                 "annotations": s.annotations,
             });
-            let again = state::parse_state(&serde_json::to_vec(&doc).unwrap()).expect("round trip parses");
+            let again = oci_state::parse_state(&serde_json::to_vec(&doc).unwrap()).expect("round trip parses");
             assert_eq!(again, s, "round trip changed the state");
             match hook::lifecycle(None, &s.status) {
                 Ok(Lifecycle::Ensure) => {

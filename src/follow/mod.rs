@@ -320,7 +320,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     mut sweep: impl FnMut() -> Result<usize, E>,
 ) -> Result<(), FollowError> {
     crate::signals::install().map_err(FollowError::Signals)?;
-    let db = opts.state_dir.join(crate::statedir::DB_FILE);
+    let db = opts.state_dir.join(crate::state_dir::DB_FILE);
     let metrics = opts.state_dir.join(METRICS_FILE);
     let mut f = Follower::new(kernel, proc);
     let every = |on: bool| if on { opts.sweep_every } else { opts.sweep_every.min(FALLBACK_SWEEP) };

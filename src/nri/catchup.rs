@@ -310,7 +310,7 @@ mod tests {
         let s = catch_up(&[pod], &containers, &Config::default(), &sys, dir.path());
         assert_eq!(s, Summary { ensured: 2, ..Summary::default() });
         assert_eq!(sys.kernel.get(4242).unwrap(), sys.kernel.get(4240).unwrap(), "one cookie for the pod's group");
-        let store = crate::store::Store::open(&sys.state_dir.join(crate::statedir::DB_FILE)).unwrap();
+        let store = crate::store::Store::open(&sys.state_dir.join(crate::state_dir::DB_FILE)).unwrap();
         assert_eq!(store.member("c2").unwrap().unwrap().group, "tenant-a/web");
     }
 
@@ -347,7 +347,7 @@ mod tests {
         let pod = PodSandbox { id: "sb".into(), namespace: "tenant-a".into(), ..Default::default() };
         let s = catch_up(&[pod], &[running("c1", 4240, &[])], &Config::default(), &sys, dir.path());
         assert_eq!(s.ensured, 1, "{s:?}");
-        let store = crate::store::Store::open(&sys.state_dir.join(crate::statedir::DB_FILE)).unwrap();
+        let store = crate::store::Store::open(&sys.state_dir.join(crate::state_dir::DB_FILE)).unwrap();
         let m = store.member("c1").unwrap().unwrap();
         assert_eq!(
             m.labels.cgroup.as_deref(),

@@ -539,7 +539,7 @@ print(json.dumps(out))
     fn hook_run_records_pod_labels_that_metrics_report() {
         use crate::config::Config;
         use crate::hook::{self, Stage};
-        use crate::state::State;
+        use crate::oci_state::State;
 
         let dir = tempfile::tempdir().unwrap();
         let fp = FakeProc::new(dir.path().join("proc")).unwrap();

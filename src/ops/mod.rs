@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::kernel::KernelError;
 use crate::procfs::Pid;
 use crate::procfs::ProcFs;
-use crate::statedir::{DirError, LockGuard, StateDir};
+use crate::state_dir::{DirError, LockGuard, StateDir};
 use crate::store::{Store, StoreError};
 
 /// Why an operator command's read of the cache or of a process failed.

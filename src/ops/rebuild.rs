@@ -1,10 +1,10 @@
 //! `rebuild`: the operator command that reloads the cache from the containers the runtimes say
-//! are running ([`crate::reload`], the same work the hook does after moving a damaged cache
+//! are running ([`crate::rebuild`], the same work the hook does after moving a damaged cache
 //! aside), and the text form of its report.
 
 use std::collections::BTreeSet;
 
-use crate::reload::RebuildReport;
+use crate::rebuild::RebuildReport;
 
 /// The text form of a report.
 pub fn render(report: &RebuildReport) -> String {

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::*;
 use crate::config::Config;
 use crate::ops::test_world::World;
-use crate::reload::reload;
-use crate::runtime_state::RuntimeRoot;
+use crate::rebuild::rebuild;
+use crate::runtimes::RuntimeRoot;
 
 fn fixture(path: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
@@ -65,7 +65,7 @@ impl World {
     }
 
     fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
-        reload(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
+        rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
     }
 }
 
@@ -176,7 +176,7 @@ fn annotations_and_cgroup_parent_come_from_the_bundle_when_the_labels_lack_them(
     w.kernel.force(100, 0x77);
     w.runc("runc", "x1", 100, 1000, &BTreeMap::new(), "bundle");
     let cfg = Config::parse("[qos.BE]\ncore_expeller = true\n", Path::new("t.toml")).unwrap();
-    let r = reload(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg).unwrap();
+    let r = rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg).unwrap();
     assert_eq!(r.members.len(), 1, "{r:#?}");
     assert_eq!(r.members[0].group, "tenant-a/batch-expeller");
     assert_eq!(r.members[0].cookie, "0x77");

@@ -12,10 +12,10 @@ use crate::hook::{self, Done, HookError, Stage};
 use crate::kernel::fake::FakeKernel;
 use crate::kernel::linux::Linux;
 use crate::kernel::{Cookie, CoreSched, Scope};
+use crate::oci_state::State;
 use crate::policy::Decision;
 use crate::procfs::{Pid, ProcFs};
-use crate::state::State;
-use crate::statedir::StateDir;
+use crate::state_dir::StateDir;
 use crate::store::{Member, Store};
 use crate::system::System;
 

@@ -160,7 +160,7 @@ impl World {
 
     /// `PRAGMA integrity_check` of the cache, under the state lock, through the library.
     pub fn integrity(&self) -> String {
-        let dir = oci_coresched_hook::statedir::StateDir::open(&self.state_dir()).expect("state dir");
+        let dir = oci_coresched_hook::state_dir::StateDir::open(&self.state_dir()).expect("state dir");
         let _lock = dir.lock(Duration::from_secs(30)).expect("state lock");
         let store = oci_coresched_hook::store::Store::open(&dir.db_path()).expect("open cache");
         assert!(store.quarantined.is_none(), "the cache had to be quarantined");

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use oci_coresched_hook::input::ContainerInput;
+use oci_coresched_hook::oci_state::State;
 use oci_coresched_hook::policy::Lifecycle;
-use oci_coresched_hook::runtime_state::{read_crun, read_runc};
-use oci_coresched_hook::state::State;
+use oci_coresched_hook::runtimes::{read_crun, read_runc};
 
 use common::{MANIFEST_DIR, Output, World};
 

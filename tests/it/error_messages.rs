@@ -22,9 +22,9 @@ use oci_coresched_hook::kernel::{CookieHex, KernelError};
 use oci_coresched_hook::nri::NriError;
 use oci_coresched_hook::nri::proto::DecodeError;
 use oci_coresched_hook::nri::wire::WireError;
+use oci_coresched_hook::oci_state::StateError;
 use oci_coresched_hook::policy::BadContainerId;
-use oci_coresched_hook::state::StateError;
-use oci_coresched_hook::statedir::{DirError, StateDir};
+use oci_coresched_hook::state_dir::{DirError, StateDir};
 use oci_coresched_hook::store::{Store, StoreError};
 
 /// The first `: `-separated segment that occurs twice in `line`, if any. A fail-open warning's

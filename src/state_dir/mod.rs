@@ -2,6 +2,8 @@
 //! not a directory, owned by someone else or open to group/others, and the bounded-wait lock file
 //! that serialises every read → decide → prctl → write.
 
+pub mod choice;
+
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};

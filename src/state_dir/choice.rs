@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::statedir::DEFAULT_STATE_DIR;
+use crate::state_dir::DEFAULT_STATE_DIR;
 
 /// The per-user state directory's name inside the user's runtime directory.
 pub const USER_STATE_DIR_NAME: &str = "oci-coresched-hook";
@@ -66,7 +66,7 @@ pub struct ThisProcess;
 
 impl Host for ThisProcess {
     fn euid(&self) -> u32 {
-        crate::statedir::euid()
+        crate::state_dir::euid()
     }
     fn uid_map(&self) -> Option<String> {
         std::fs::read_to_string("/proc/self/uid_map").ok()

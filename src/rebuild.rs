@@ -1,4 +1,4 @@
-//! Reloads the cache from the containers the runtimes say are running ([`crate::runtime_state`]):
+//! Reloads the cache from the containers the runtimes say are running ([`crate::runtimes`]):
 //! after the cache was lost or moved aside as corrupt (the hook does it at once, `hook::reload`),
 //! or on a node where the hook was installed with containers running (the `rebuild` command).
 //!
@@ -27,7 +27,7 @@ use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
 use crate::policy::{Action, Decision};
 use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::runtime_state::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
+use crate::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
 use crate::store::{Member, Store};
 
 /// One scanned root.
@@ -107,7 +107,7 @@ struct Candidate {
 /// Scans `roots` and records every running container as a member of its group. See the module
 /// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
 /// kernel without core scheduling.
-pub fn reload<K: CoreSched>(
+pub fn rebuild<K: CoreSched>(
     store: &Store,
     kernel: &K,
     proc: &ProcFs,
@@ -120,7 +120,7 @@ pub fn reload<K: CoreSched>(
     let mut candidates = Vec::new();
     for root in roots {
         let mut scan = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
-        let dirs = match runtime_state::container_dirs(&root.path) {
+        let dirs = match runtimes::container_dirs(&root.path) {
             Ok(Some(d)) => d,
             Ok(None) => {
                 report.roots.push(scan);
@@ -144,8 +144,8 @@ pub fn reload<K: CoreSched>(
             }
             seen.insert(id.clone(), root.path.clone());
             let parsed = match root.kind {
-                RuntimeKind::Runc => runtime_state::read_runc(&dir, &id),
-                RuntimeKind::Crun => runtime_state::read_crun(&dir, &id),
+                RuntimeKind::Runc => runtimes::read_runc(&dir, &id),
+                RuntimeKind::Crun => runtimes::read_crun(&dir, &id),
             };
             let c = match parsed {
                 Ok(c) => c,
