@@ -81,23 +81,29 @@ pub trait CoreSched: Sync {
     }
 }
 
-impl<K: CoreSched + ?Sized> CoreSched for &K {
-    fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
-        (**self).get(pid)
-    }
-    fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
-        (**self).create(pid, scope)
-    }
-    fn share_to(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
-        (**self).share_to(pid, scope)
-    }
-    fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
-        (**self).share_from(pid)
-    }
-    fn probe(&self) -> Result<(), KernelError> {
-        (**self).probe()
-    }
+/// `CoreSched` through a pointer: a borrowed kernel (`&K`) and the binary's boxed one.
+macro_rules! forward_core_sched {
+    ($($ptr:ty),*) => {$(
+        impl<K: CoreSched + ?Sized> CoreSched for $ptr {
+            fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
+                (**self).get(pid)
+            }
+            fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+                (**self).create(pid, scope)
+            }
+            fn share_to(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
+                (**self).share_to(pid, scope)
+            }
+            fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
+                (**self).share_from(pid)
+            }
+            fn probe(&self) -> Result<(), KernelError> {
+                (**self).probe()
+            }
+        }
+    )*};
 }
+forward_core_sched!(&K, Box<K>);
 
 /// The kernel the binary uses: `prctl` on the running kernel. Builds with the non-default
 /// `fake-kernel` feature (benchmarks, multi-process tests) use the shared fake instead when
@@ -108,24 +114,6 @@ pub fn system() -> Box<dyn CoreSched> {
         return Box::new(fake::FakeKernel::shared(crate::procfs::ProcFs::default(), file));
     }
     Box::new(linux::Linux)
-}
-
-impl<K: CoreSched + ?Sized> CoreSched for Box<K> {
-    fn get(&self, pid: Pid) -> Result<Cookie, KernelError> {
-        (**self).get(pid)
-    }
-    fn create(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
-        (**self).create(pid, scope)
-    }
-    fn share_to(&self, pid: Pid, scope: Scope) -> Result<(), KernelError> {
-        (**self).share_to(pid, scope)
-    }
-    fn share_from(&self, pid: Pid) -> Result<(), KernelError> {
-        (**self).share_from(pid)
-    }
-    fn probe(&self) -> Result<(), KernelError> {
-        (**self).probe()
-    }
 }
 
 /// Formats a cookie the way logs and JSON show it: hexadecimal, like util-linux `coresched`.
