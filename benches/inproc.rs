@@ -101,6 +101,7 @@ fn benches(c: &mut Criterion) {
         proc: proc.clone(),
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
         state_dir: state_dir.clone(),
+        runtime_roots: Vec::new(),
     };
     for (i, &pid) in members.iter().enumerate() {
         let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
@@ -154,6 +155,7 @@ fn benches(c: &mut Criterion) {
         proc: proc.clone(),
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
         state_dir: shared_dir.clone(),
+        runtime_roots: Vec::new(),
     };
     for (i, &pid) in members.iter().enumerate() {
         let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();

@@ -3,13 +3,14 @@
 //! or JSON.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::config::Config;
 use crate::ops;
 use crate::runtimes::RuntimeRoot;
+use crate::session::{Refill, Session};
 use crate::state_dir::StateDir;
 use crate::store::Store;
 use crate::system::System;
@@ -23,18 +24,28 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(v)? + "\n")
 }
 
+/// The cache for a command that only reads it: `None` when there is none yet (nothing is
+/// created), the recorded stops applied first so that no container whose poststop ran shows.
+fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>> {
+    let Some(session) = Session::open_existing(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))? else {
+        return Ok(None);
+    };
+    session.apply_stops(&sys.proc)?;
+    Ok(Some(session))
+}
+
 /// `inspect PID`.
 pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
-    let opened = ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())?;
-    let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(|(_, s)| s))?;
+    let opened = read_session(sys, config)?;
+    let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(Session::store))?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
 }
 
 /// `list` / `status`.
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let groups = match ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())? {
-        Some((_lock, store)) => ops::list::list(&store, &sys.kernel, &sys.proc)?,
+    let groups = match read_session(sys, config)? {
+        Some(session) => ops::list::list(session.store(), &sys.kernel, &sys.proc)?,
         None => Vec::new(),
     };
     print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups) });
@@ -42,17 +53,10 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
 }
 
 /// Runs `f` on the cache under the lock in one transaction (creating the cache if needed), with
-/// the deferred forgets applied first in the same transaction ([`crate::stopped`]).
+/// the deferred forgets applied first in the same transaction ([`Session::write`]).
 fn write_txn<T>(sys: &System, config: &Config, f: impl FnOnce(&Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let dir = StateDir::open(&sys.state_dir)?;
-    let _lock = dir.lock(config.lock_timeout())?;
-    let store = Store::open(&dir.db_path())?;
-    let (value, stopped) = store.transaction(|s| {
-        let stopped = crate::stopped::apply(dir.path(), s, &sys.proc)?;
-        Ok::<_, anyhow::Error>((f(s)?, stopped))
-    })?;
-    stopped.finish();
-    Ok(value)
+    let session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    session.write(&sys.proc, 1, f)
 }
 
 /// `gc`.
@@ -69,10 +73,10 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
 
 /// `metrics [--output FILE]`.
 pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let mut text = match ops::open_existing(&sys.state_dir, &sys.proc, config.lock_timeout())? {
-        Some((_lock, store)) => ops::metrics::render(&store, &sys.kernel, &sys.proc)?,
+    let mut text = match read_session(sys, config)? {
+        Some(session) => ops::metrics::render(session.store(), &sys.kernel, &sys.proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
-        None => ops::metrics::render(&Store::open(Path::new(":memory:"))?, &sys.kernel, &sys.proc)?,
+        None => ops::metrics::render(&Store::in_memory()?, &sys.kernel, &sys.proc)?,
     };
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
     let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
@@ -116,6 +120,8 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         lock_timeout: config.lock_timeout(),
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
         cgroup_root: sys.cgroup_root.clone(),
+        runtime_roots: sys.runtime_roots.clone(),
+        config: config.clone(),
     };
     crate::follow::run(&opts, &sys.kernel, &sys.proc, || -> anyhow::Result<usize> {
         if !StateDir::has_cache(&sys.state_dir)? {
@@ -138,7 +144,7 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
 fn reconcile_once(sys: &System, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
     if !StateDir::has_cache(&sys.state_dir)? {
         if as_json {
-            print_out(&json(&ops::reconcile::ReconcileReport { dry_run, members: Vec::new() })?);
+            print_out(&json(&ops::reconcile::ReconcileReport { dry_run, converged: Vec::new(), members: Vec::new() })?);
         } else {
             print_out("reconcile: no cache yet, nothing to do\n");
         }
@@ -164,8 +170,16 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let report =
-        write_txn(sys, config, |store| Ok(crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config)?))?;
+    let session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    if let Some(why) = session.stand_in() {
+        anyhow::bail!(
+            "failed to rebuild the cache {}: {why}; it was left in place (run the newer binary's rebuild)",
+            session.dir().db_path().display()
+        );
+    }
+    let report = session.write(&sys.proc, 1, |store| {
+        crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config, crate::rebuild::Fill::All)
+    })?;
     print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
     Ok(())
 }

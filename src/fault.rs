@@ -12,12 +12,12 @@
 //!
 //! | point | where |
 //! |---|---|
-//! | `after_lock` | `hook::with_store`: the state lock is held, the cache not yet opened |
+//! | `after_lock` | `Session::open_in`: the state lock is held, the cache not yet opened |
 //! | `after_read` | `Engine::ensure`: the group's members were read and verified |
 //! | `after_prctl` | `Engine::ensure`: the kernel has the cookie, the cache knows nothing yet |
 //! | `mid_write` | `Engine::ensure`: the member row is written, the transaction still open |
-//! | `before_commit` | `hook::with_store`: the work is done, `COMMIT` not yet run |
-//! | `after_commit` | `hook::with_store`: committed, the lock still held |
+//! | `before_commit` | `Session::write`: the work is done, `COMMIT` not yet run |
+//! | `after_commit` | `Session::write`: committed, the lock still held |
 //!
 //! And one of poststop, which takes no lock: `stop_recorded` ([`STOP_RECORDED`]), after the
 //! container's stop was recorded for the next opener of the cache (`crate::stopped`).

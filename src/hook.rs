@@ -10,6 +10,7 @@ use crate::kernel::{Cookie, CoreSched, KernelError};
 use crate::oci_state::State;
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
 use crate::procfs::{Pid, TaskId};
+use crate::session::{Refill, Session, SessionError};
 use crate::shim;
 use crate::state_dir::{DirError, StateDir};
 use crate::store::{Member, Store, StoreError};
@@ -80,6 +81,15 @@ pub enum HookError {
         #[source]
         source: EngineError,
     },
+}
+
+impl From<SessionError> for HookError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Dir(e) => HookError::Dir(e),
+            SessionError::Store(e) => HookError::Store(e),
+        }
+    }
 }
 
 impl HookError {
@@ -374,31 +384,11 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
     HookError::Engine { id: id.to_string(), source }
 }
 
-/// After a damaged cache was moved aside, reloads the fresh one from the containers runc and crun
-/// are running (read-only on the kernel), so the next members still join their groups' cookies.
-/// Best effort: a failure is logged and the hook goes on with what it has.
-fn reload<K: CoreSched>(store: &Store, sys: &System<K>, config: &Config) {
-    let aside = store.quarantined.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-    let roots = crate::runtimes::RuntimeRoot::defaults();
-    let result = store.transaction(|s| crate::rebuild::rebuild(s, &sys.kernel, &sys.proc, &roots, config));
-    match result {
-        Ok(r) => log::warn!(
-            "the cache was unusable and was moved to {aside}; reloaded {} running containers into a fresh one",
-            r.members.len()
-        ),
-        Err(e) => {
-            log::warn!(
-                "the cache was unusable and was moved to {aside}; failed to reload it from running containers: {} \
-                 (run `oci-coresched-hook rebuild`)",
-                crate::error::Chain(&e)
-            );
-        }
-    }
-}
-
-/// Locks the state dir, opens the cache and runs `f` (over an engine and the cache itself) in one
-/// transaction, committed when `f` returns `Ok`. A damaged database is moved aside and `f` runs
-/// once more on a fresh one. Failures `f` returns are counted (best effort).
+/// Opens the cache session ([`Session`]: the lock, the file or a stand-in, refilled when it may
+/// lack running containers) and runs `f` (over an engine and the cache) in one transaction,
+/// committed when `f` returns `Ok`; `after_commit` runs then, still under the lock, unless the
+/// session works on a stand-in. A file that shows damage during `f` is moved aside and `f` runs
+/// once more on a fresh, refilled one. Failures `f` returns are counted (best effort).
 fn with_store<K: CoreSched, T>(
     dir: &StateDir,
     config: &Config,
@@ -408,31 +398,18 @@ fn with_store<K: CoreSched, T>(
     sys: &System<K>,
     on: RelayOn,
 ) -> Result<T, HookError> {
+    let refill = Refill::of(sys, config);
+    let mut session = Session::open_in(dir.clone(), config.lock_timeout(), &refill)?;
     let mut after_commit = Some(after_commit);
-    let _lock = dir.lock(config.lock_timeout())?;
-    crate::fault::point("after_lock");
-    crate::timing::mark("lock");
-    let db = dir.db_path();
-    let mut store = Store::open(&db)?;
-    crate::timing::mark("cache open");
-    if store.quarantined.is_some() {
-        reload(&store, sys, config);
-    }
     for attempt in 0..2 {
-        let result: Result<(T, crate::stopped::Applied), HookError> = store.transaction(|s| {
-            let stopped = crate::stopped::apply_backlog(dir.path(), s, &sys.proc, crate::stopped::HOOK_BACKLOG)?;
-            crate::timing::mark("deferred forgets");
-            let v = f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s)?;
-            crate::fault::point("before_commit");
-            crate::timing::mark("cache writes");
-            Ok((v, stopped))
+        let result = session.write(&sys.proc, crate::stopped::HOOK_BACKLOG, |s| {
+            f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s)
         });
         match result {
-            Ok((v, stopped)) => {
-                crate::timing::mark("commit");
-                crate::fault::point("after_commit");
-                stopped.finish();
-                if let Some(after) = after_commit.take() {
+            Ok(v) => {
+                if session.stand_in().is_none()
+                    && let Some(after) = after_commit.take()
+                {
                     after(&v);
                 }
                 crate::timing::mark("receipt");
@@ -440,12 +417,10 @@ fn with_store<K: CoreSched, T>(
             }
             Err(e) => {
                 if attempt == 0 && e.is_corruption() {
-                    drop(store);
-                    store = Store::quarantine(&db, "corrupt")?;
-                    reload(&store, sys, config);
+                    session.replace_damaged(&refill)?;
                     continue;
                 }
-                let counted = store.transaction(|s| {
+                let counted = session.store().transaction(|s| {
                     group.map_or(Ok(()), |g| s.count(g, false)).and_then(|()| s.count_failure(e.reason()))
                 });
                 if let Err(c) = counted {

@@ -27,6 +27,7 @@ impl Env {
             proc: self.fp.procfs(),
             cgroup_root: self.dir.path().join("cg"),
             state_dir: self.dir.path().join("state"),
+            runtime_roots: Vec::new(),
         };
         (d, sys)
     }
@@ -193,6 +194,7 @@ fn a_receipt_that_no_longer_holds_is_not_trusted() {
         proc: e.fp.procfs(),
         cgroup_root: e.dir.path().join("cg"),
         state_dir: e.dir.path().join("state"),
+        runtime_roots: Vec::new(),
     };
     let sd = sys.state_dir.clone();
     let holds = |group: &str, pid| crate::receipt::holds(&e.kernel, &sys.proc, &sd, "c1", group, pid);

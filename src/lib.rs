@@ -28,6 +28,7 @@ pub mod procfs;
 pub mod rebuild;
 pub mod receipt;
 pub mod runtimes;
+pub mod session;
 pub mod shim;
 pub mod signals;
 pub mod state_dir;

@@ -1,5 +1,6 @@
 //! Reloads the cache from the containers the runtimes say are running ([`crate::runtimes`]):
-//! after the cache was lost or moved aside as corrupt (the hook does it at once, `hook::reload`),
+//! whenever the cache may lack running containers (new, upgraded from an older build, or replacing
+//! a damaged file: [`crate::session`] does it before anything decides),
 //! or on a node where the hook was installed with containers running (the `rebuild` command).
 //!
 //! For each container whose init is alive with the recorded start time, the decision is computed
@@ -11,6 +12,11 @@
 //! would be a guess. A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
 //! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
 //! so members are recorded oldest first, by start time).
+//!
+//! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
+//! only the containers the cache lacks and changes no row it has; one that is older than every
+//! live member its group has in the cache is recorded as the oldest, so that a group split by a
+//! lost cache converges to the cookie of the members that ran before the loss.
 //!
 //! The caller holds the state lock and wraps the call in one cache transaction.
 
@@ -91,6 +97,20 @@ pub struct RebuildReport {
     pub skipped: Vec<Skipped>,
     /// Groups with more than one cookie among live members (the next ensure converges them).
     pub conflicts: Vec<Conflict>,
+    /// Running containers whose `/proc` entry or cookie could not be read (among `skipped`): a
+    /// rebuild with any is incomplete, and a refill is tried again by the next opener.
+    #[serde(skip)]
+    pub unreadable: usize,
+}
+
+/// Which containers a rebuild records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Every running container with a cookie: rows are written again from the runtimes' state
+    /// (the `rebuild` command).
+    All,
+    /// Only those the cache has no row for; rows it has are left as they are.
+    Missing,
 }
 
 /// A live container and what the hook would decide for it.
@@ -113,9 +133,15 @@ pub fn rebuild<K: CoreSched>(
     proc: &ProcFs,
     roots: &[RuntimeRoot],
     config: &Config,
+    fill: Fill,
 ) -> Result<RebuildReport, EngineError> {
-    let mut report =
-        RebuildReport { roots: Vec::new(), members: Vec::new(), skipped: Vec::new(), conflicts: Vec::new() };
+    let mut report = RebuildReport {
+        roots: Vec::new(),
+        members: Vec::new(),
+        skipped: Vec::new(),
+        conflicts: Vec::new(),
+        unreadable: 0,
+    };
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut candidates = Vec::new();
     for root in roots {
@@ -173,6 +199,7 @@ pub fn rebuild<K: CoreSched>(
                 }
                 Err(e) => {
                     report.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
+                    report.unreadable += 1;
                     continue;
                 }
             };
@@ -183,6 +210,9 @@ pub fn rebuild<K: CoreSched>(
                     continue;
                 }
             };
+            if fill == Fill::Missing && store.member(&c.id)?.is_some() {
+                continue;
+            }
             if matches!(decision.action, Action::Skip | Action::Forget) {
                 report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
                 continue;
@@ -198,6 +228,7 @@ pub fn rebuild<K: CoreSched>(
                 }
                 Err(e) => {
                     report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
+                    report.unreadable += 1;
                     continue;
                 }
             };
@@ -236,18 +267,44 @@ pub fn rebuild<K: CoreSched>(
     }
 
     // Oldest first, so that the cache's join order (which decides whose cookie wins when a group
-    // has two) follows the containers' age.
+    // has two) follows the containers' age. Filling in what a cache lacks, a container older
+    // than every live member its group has there goes before them all (youngest of those first,
+    // each below the one before).
     candidates.sort_by_key(|k| (k.task.start_time, k.task.pid));
+    let mut oldest_cached: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut first = Vec::new();
+    let mut last = Vec::new();
+    for k in candidates {
+        let oldest_live = match oldest_cached.get(&k.group) {
+            Some(v) => *v,
+            None => {
+                let v = oldest_live_start(store, proc, &k.group)?;
+                oldest_cached.insert(k.group.clone(), v);
+                v
+            }
+        };
+        match oldest_live {
+            Some(t) if fill == Fill::Missing && k.task.start_time < t => first.push(k),
+            _ => last.push(k),
+        }
+    }
     let mut groups = BTreeSet::new();
-    for k in &candidates {
+    let placed = first.iter().rev().map(|k| (k, true)).chain(last.iter().map(|k| (k, false)));
+    let mut recorded = Vec::new();
+    for (k, oldest) in placed {
         let group = k.group.clone();
         let previous = store.member(&k.c.id)?;
         let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
-        store.upsert_member(&Member {
+        let m = Member {
             cookie: k.cookie,
             labels: k.decision.labels(cgroup),
             ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
-        })?;
+        };
+        if oldest {
+            store.insert_oldest(&m)?;
+        } else {
+            store.upsert_member(&m)?;
+        }
         if let Some(old) = previous.filter(|p| p.group != group) {
             store.drop_group_if_empty(&old.group)?;
         }
@@ -257,7 +314,7 @@ pub fn rebuild<K: CoreSched>(
             k.task.pid,
             CookieHex(k.cookie)
         );
-        report.members.push(Rebuilt {
+        recorded.push(Rebuilt {
             id: k.c.id.clone(),
             group: group.clone(),
             pid: k.task.pid,
@@ -266,6 +323,9 @@ pub fn rebuild<K: CoreSched>(
         });
         groups.insert(group);
     }
+    // Reported oldest first, however they were placed.
+    recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
+    report.members = recorded;
 
     // Groups whose live members (found now or cached before) disagree.
     for group in groups {
@@ -287,4 +347,17 @@ pub fn rebuild<K: CoreSched>(
         }
     }
     Ok(report)
+}
+
+/// The start time of the oldest member of `group` in the cache whose init is alive.
+fn oldest_live_start(store: &Store, proc: &ProcFs, group: &str) -> Result<Option<u64>, EngineError> {
+    let mut oldest: Option<u64> = None;
+    for m in store.members(group)? {
+        match membership::liveness(proc, membership::init_of(&m)) {
+            membership::Liveness::Alive => oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time))),
+            membership::Liveness::Dead | membership::Liveness::Reused => {}
+            membership::Liveness::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
+        }
+    }
+    Ok(oldest)
 }

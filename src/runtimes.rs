@@ -108,6 +108,26 @@ impl RuntimeRoot {
         Self { kind: RuntimeKind::Crun, path: path.into() }
     }
 
+    /// The roots this process scans: [`RuntimeRoot::defaults`], or with feature `fake-kernel`
+    /// those `OCH_FAKE_RUNTIME_ROOTS` names (`runc:DIR` and `crun:DIR`, separated by commas; empty
+    /// for none), so that tests over the fake kernel never read the host's containers. A release
+    /// build has no such code path.
+    pub fn of_this_process() -> Vec<Self> {
+        #[cfg(feature = "fake-kernel")]
+        if let Some(v) = std::env::var_os("OCH_FAKE_RUNTIME_ROOTS") {
+            return v
+                .to_string_lossy()
+                .split(',')
+                .filter_map(|r| match r.split_once(':') {
+                    Some(("runc", dir)) => Some(Self::runc(dir)),
+                    Some(("crun", dir)) => Some(Self::crun(dir)),
+                    _ => None,
+                })
+                .collect();
+        }
+        Self::defaults()
+    }
+
     /// [`DEFAULT_RUNC_ROOTS`] then [`DEFAULT_CRUN_ROOTS`].
     pub fn defaults() -> Vec<Self> {
         DEFAULT_RUNC_ROOTS

@@ -1,5 +1,5 @@
 //! The system a run acts on, described once and built in one place: the kernel handle, `/proc`,
-//! the cgroup mount and the state dir. The hook, the NRI plugin and its catch-up, the follower
+//! the cgroup mount, the state dir and the runtimes' state directories. The hook, the NRI plugin and its catch-up, the follower
 //! and every operator command get theirs from [`System::new`] over the [`Surroundings`] of the
 //! process, so none of them reads `/proc` differently from the others.
 //!
@@ -14,8 +14,10 @@ use std::path::PathBuf;
 
 use crate::kernel::{self, CoreSched};
 use crate::procfs::ProcFs;
+use crate::runtimes::RuntimeRoot;
 
-/// Where a process finds the system: the `/proc` tree, the cgroup mount and the state dir.
+/// Where a process finds the system: the `/proc` tree, the cgroup mount, the state dir and the
+/// runtimes' state directories.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Surroundings {
     /// The `/proc` tree (`/proc`).
@@ -25,12 +27,20 @@ pub struct Surroundings {
     pub cgroup_mount: PathBuf,
     /// The state dir (`--state-dir`, else [`crate::state_dir::choice::choose`]).
     pub state_dir: PathBuf,
+    /// The runtimes' state directories a cache that lacks containers is refilled from.
+    pub runtime_roots: Vec<RuntimeRoot>,
 }
 
 impl Surroundings {
-    /// This process's: `/proc`, [`crate::cgroup::root`] and `state_dir`.
+    /// This process's: `/proc`, [`crate::cgroup::root`], `state_dir` and
+    /// [`RuntimeRoot::of_this_process`].
     pub fn of_this_process(state_dir: PathBuf) -> Self {
-        Self { proc_root: PathBuf::from("/proc"), cgroup_mount: crate::cgroup::root(), state_dir }
+        Self {
+            proc_root: PathBuf::from("/proc"),
+            cgroup_mount: crate::cgroup::root(),
+            state_dir,
+            runtime_roots: RuntimeRoot::of_this_process(),
+        }
     }
 }
 
@@ -44,6 +54,8 @@ pub struct System<K = Box<dyn CoreSched>> {
     pub cgroup_root: PathBuf,
     /// The state dir.
     pub state_dir: PathBuf,
+    /// The runtimes' state directories.
+    pub runtime_roots: Vec<RuntimeRoot>,
 }
 
 impl<K> fmt::Debug for System<K> {
@@ -52,6 +64,7 @@ impl<K> fmt::Debug for System<K> {
             .field("proc", &self.proc)
             .field("cgroup_root", &self.cgroup_root)
             .field("state_dir", &self.state_dir)
+            .field("runtime_roots", &self.runtime_roots)
             .finish_non_exhaustive()
     }
 }
@@ -67,8 +80,8 @@ impl<K> System<K> {
     /// The system of `surroundings` over `kernel`: `/proc` mapped to host cgroup paths when this
     /// process has a cgroup namespace of its own ([`crate::cgroup_ns::host_procfs`]).
     pub fn with_kernel(surroundings: Surroundings, kernel: K) -> Self {
-        let Surroundings { proc_root, cgroup_mount, state_dir } = surroundings;
+        let Surroundings { proc_root, cgroup_mount, state_dir, runtime_roots } = surroundings;
         let proc = crate::cgroup_ns::host_procfs(ProcFs::new(proc_root), &cgroup_mount);
-        Self { kernel, proc, cgroup_root: cgroup_mount, state_dir }
+        Self { kernel, proc, cgroup_root: cgroup_mount, state_dir, runtime_roots }
     }
 }

@@ -289,6 +289,11 @@ pub struct Options {
     pub sweep_every: Duration,
     /// The cgroup mount (for `cpu.idle`).
     pub cgroup_root: PathBuf,
+    /// The runtimes' state directories, which a cache that lacks containers is refilled from
+    /// ([`crate::session`]).
+    pub runtime_roots: Vec<crate::runtimes::RuntimeRoot>,
+    /// The config (the refill decides as the hook does).
+    pub config: crate::config::Config,
 }
 
 /// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).

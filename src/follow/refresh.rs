@@ -15,6 +15,7 @@ use super::{Follower, Options, report};
 use crate::error::Chain;
 use crate::kernel::CoreSched;
 use crate::ops::gc::GcReason;
+use crate::session::{Refill, Session};
 use crate::store::Store;
 
 /// Rebuilds the view when the cache files changed since `sig` (or `sig` is `None`), then sweeps
@@ -32,16 +33,19 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
     if sig.as_ref() == Some(&now) {
         return;
     }
-    match crate::ops::open_existing(&opts.state_dir, f.proc, opts.lock_timeout) {
-        Ok(Some((_lock, store))) => match f.refresh(&store) {
+    let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
+    let opened = Session::open_existing(&opts.state_dir, opts.lock_timeout, &refill)
+        .and_then(|s| s.map(|s| s.apply_stops(f.proc).map(|()| s)).transpose().map_err(Into::into));
+    match opened {
+        Ok(Some(session)) => match f.refresh(session.store()) {
             Ok(changed) => {
                 last_error.clear();
-                apply(f, &store, &changed, &opts.cgroup_root);
+                apply(f, session.store(), &changed, &opts.cgroup_root);
             }
             Err(e) => report(last_error, format!("reconcile --follow: failed to read the cache: {}", Chain(&e))),
         },
         Ok(None) => f.view = View::default(),
-        Err(e) => report(last_error, format!("reconcile --follow: {e:#}")),
+        Err(e) => report(last_error, format!("reconcile --follow: {}", Chain(&e))),
     }
     *sig = Some(now);
 }

@@ -171,6 +171,11 @@ impl FakeKernel {
         self.lock().denied.insert(pid);
     }
 
+    /// Undo [`FakeKernel::deny`].
+    pub fn allow(&self, pid: Pid) {
+        self.lock().denied.remove(&pid);
+    }
+
     /// Set the cookie that fresh threads of the calling process inherit.
     pub fn set_inherited(&self, cookie: Cookie) {
         self.lock().inherited = cookie;

@@ -11,8 +11,10 @@
 //! The init's pid is NRI's `Container.pid` (field 12; NRI 0.6.1 has it and containerd 1.7 fills
 //! it). When it is 0, the plugin reads the pid file containerd's runc shim keeps in the bundle,
 //! `/run/containerd/io.containerd.runtime.v2.task/<namespace>/<id>/init.pid` (namespace `k8s.io`,
-//! then `default`). With neither, the container is skipped and said so. Such containers got no
-//! poststop hook either: `gc` drops them from the cache after they exit.
+//! then `default`). With neither, the container is skipped and said so: one that is only created
+//! (no task yet) is caught up at its StartContainer instead, which the plugin also subscribes to
+//! and answers only once the container has its cookie. Such containers got no poststop hook
+//! either: `gc` and the follower drop them from the cache after they exit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -109,10 +111,18 @@ pub fn catch_up<K: CoreSched>(
             continue;
         }
         let Some(pid) = init_pid(c, task_root) else {
-            log::warn!(
-                "catch-up: container {}: no init pid from NRI or containerd's init.pid; skipped",
-                c.id.escape_debug()
-            );
+            if c.state == state::CREATED {
+                // Created, its task not yet: the plugin catches it up at its StartContainer.
+                log::info!(
+                    "catch-up: container {} is created but has no init yet: caught up when it starts",
+                    c.id.escape_debug()
+                );
+            } else {
+                log::warn!(
+                    "catch-up: container {}: no init pid from NRI or containerd's init.pid; skipped",
+                    c.id.escape_debug()
+                );
+            }
             s.skipped += 1;
             continue;
         };
@@ -214,7 +224,13 @@ mod tests {
                 }
             })
             .collect();
-        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let sys = System {
+            kernel,
+            proc,
+            cgroup_root: dir.path().to_path_buf(),
+            state_dir: dir.path().join("state"),
+            runtime_roots: Vec::new(),
+        };
         let s = catch_up(&[pod], &containers, &Config::default(), &sys, dir.path());
         assert_eq!(s.ensured, 2, "{s:?}");
         let cookie = sys.kernel.get(4240).unwrap();
@@ -237,7 +253,13 @@ mod tests {
         let proc = fp.procfs();
         let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
         let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
-        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let sys = System {
+            kernel,
+            proc,
+            cgroup_root: dir.path().to_path_buf(),
+            state_dir: dir.path().join("state"),
+            runtime_roots: Vec::new(),
+        };
         let c = running("c1", 4242, &[("oci-coresched-hook/group", "web")]);
         assert_eq!(shim_proof(&pod, 4242, dir.path()), shim::Proof::ChildOf(700), "the sandbox process first");
         let s = catch_up(std::slice::from_ref(&pod), &[c], &Config::default(), &sys, dir.path());
@@ -271,7 +293,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let proc = crate::procfs::ProcFs::default();
         let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
-        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let sys = System {
+            kernel,
+            proc,
+            cgroup_root: dir.path().to_path_buf(),
+            state_dir: dir.path().join("state"),
+            runtime_roots: Vec::new(),
+        };
         let s = catch_up(&[pod], &[stopped, sandbox, unknown], &Config::default(), &sys, dir.path());
         assert_eq!(s, Summary { skipped: 3, ..Summary::default() });
         assert!(!sys.state_dir.exists(), "nothing was opened");
@@ -298,7 +326,13 @@ mod tests {
         fp.spawn(4242, 2, 0, "/c2").unwrap();
         let proc = fp.procfs();
         let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
-        let sys = System { kernel, proc, cgroup_root: dir.path().to_path_buf(), state_dir: dir.path().join("state") };
+        let sys = System {
+            kernel,
+            proc,
+            cgroup_root: dir.path().to_path_buf(),
+            state_dir: dir.path().join("state"),
+            runtime_roots: Vec::new(),
+        };
         let pod = PodSandbox {
             id: "sb".into(),
             namespace: "tenant-a".into(),
@@ -342,6 +376,7 @@ mod tests {
             proc_root: root.clone(),
             cgroup_mount: mount,
             state_dir: dir.path().join("state"),
+            runtime_roots: Vec::new(),
         };
         let sys = System::with_kernel(surroundings, kernel);
         let pod = PodSandbox { id: "sb".into(), namespace: "tenant-a".into(), ..Default::default() };

@@ -126,6 +126,12 @@ fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Res
         report.removed.push(Removed { container_id: m.container_id, group: m.group, pid: m.pid, reason });
     }
     store.drop_empty_groups()?;
+    if only.is_none() {
+        let stale = store.drop_stale_idle()?;
+        if stale > 0 {
+            log::debug!("gc: dropped {stale} cpu.idle records of members an older build replaced or removed");
+        }
+    }
     let after: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();
     report.groups_dropped = before.difference(&after).cloned().collect();
     Ok(report)

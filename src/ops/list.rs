@@ -93,8 +93,11 @@ pub fn render(groups: &[GroupView]) -> String {
                 m.cookie_cached
             ));
         }
-        let warn =
-            if g.live_cookies > 1 { "  WARNING: more than one cookie; the next ensure converges it" } else { "" };
+        let warn = if g.live_cookies > 1 {
+            "  WARNING: more than one cookie; the next ensure or the follower's sweep converges it"
+        } else {
+            ""
+        };
         let noun = if g.members.len() == 1 { "member" } else { "members" };
         s.push_str(&format!("  {} {noun}, {} ok, {} failed{warn}\n", g.members.len(), g.ok, g.failed));
     }

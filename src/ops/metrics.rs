@@ -570,6 +570,7 @@ print(json.dumps(out))
             proc: proc.clone(),
             cgroup_root: dir.path().join("cgroup"),
             state_dir: sd.clone(),
+            runtime_roots: Vec::new(),
         };
         hook::run(&decision, &config, &sys).unwrap();
 

@@ -7,13 +7,10 @@ pub mod metrics;
 pub mod rebuild;
 pub mod reconcile;
 
-use std::path::Path;
-
 use crate::kernel::KernelError;
 use crate::procfs::Pid;
-use crate::procfs::ProcFs;
-use crate::state_dir::{DirError, LockGuard, StateDir};
-use crate::store::{Store, StoreError};
+use crate::state_dir::DirError;
+use crate::store::StoreError;
 
 /// Why an operator command's read of the cache or of a process failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,25 +42,6 @@ pub enum OpsError {
         #[source]
         source: KernelError,
     },
-}
-
-/// Opens the cache under the lock for reading, without creating anything: `None` when there is
-/// no state dir or no database yet; an error when the state dir is unusable. Applies the deferred
-/// forgets first ([`crate::stopped`]), as every opener of the cache does, so that a reader sees
-/// no container whose poststop already ran.
-pub fn open_existing(
-    state_dir: &Path,
-    proc: &ProcFs,
-    timeout: std::time::Duration,
-) -> Result<Option<(LockGuard, Store)>, OpsError> {
-    let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
-    if !dir.db_path().exists() {
-        return Ok(None);
-    }
-    let lock = dir.lock(timeout)?;
-    let store = Store::open(&dir.db_path())?;
-    crate::stopped::apply_now(dir.path(), &store, proc)?;
-    Ok(Some((lock, store)))
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@ use serde_json::Value;
 use super::*;
 use crate::config::Config;
 use crate::ops::test_world::World;
-use crate::rebuild::rebuild;
+use crate::rebuild::{Fill, rebuild};
 use crate::runtimes::RuntimeRoot;
+use crate::store::Member;
 
 fn fixture(path: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
@@ -65,7 +66,7 @@ impl World {
     }
 
     fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
-        rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default()).unwrap()
+        rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default(), Fill::All).unwrap()
     }
 }
 
@@ -176,7 +177,7 @@ fn annotations_and_cgroup_parent_come_from_the_bundle_when_the_labels_lack_them(
     w.kernel.force(100, 0x77);
     w.runc("runc", "x1", 100, 1000, &BTreeMap::new(), "bundle");
     let cfg = Config::parse("[qos.BE]\ncore_expeller = true\n", Path::new("t.toml")).unwrap();
-    let r = rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg).unwrap();
+    let r = rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg, Fill::All).unwrap();
     assert_eq!(r.members.len(), 1, "{r:#?}");
     assert_eq!(r.members[0].group, "tenant-a/batch-expeller");
     assert_eq!(r.members[0].cookie, "0x77");
@@ -208,4 +209,35 @@ fn a_container_without_a_cookie_is_reported_not_recorded_in_a_guessed_group() {
     assert!(why.contains("holds no cookie: not recorded") && why.contains("default/web"), "{why}");
     assert!(w.store.member("r2").unwrap().is_none());
     assert!(render(&r).contains("recorded 1 containers in 1 groups"), "{}", render(&r));
+}
+
+/// Filling in what a cache lacks: rows it has stay as they are (even where the runtimes' state
+/// would decide another group), and a container older than every live member of its group goes
+/// before them.
+#[test]
+fn fill_missing_keeps_every_row_and_puts_older_containers_first() {
+    let w = World::new();
+    let web = annotations(&[]);
+    w.fp.spawn(100, 1000, 0, "/kubepods/burstable/pod1/r1").unwrap();
+    w.fp.spawn(150, 1500, 0, "/kubepods/burstable/pod1/r0").unwrap();
+    w.fp.spawn(300, 3000, 0, "/kubepods/burstable/pod1/n1").unwrap();
+    w.kernel.force(100, 0x01d);
+    w.kernel.force(150, 0x01d);
+    w.kernel.force(300, 0x2e4);
+    w.runc("runc", "r1", 100, 1000, &web, "b");
+    w.runc("runc", "r0", 150, 1500, &web, "b");
+    w.runc("runc", "n1", 300, 3000, &web, "b");
+    // n1 is cached, in a group the runtimes' state would not give it.
+    w.store.upsert_member(&Member { cookie: 0x2e4, ..Member::new("n1", "default/web", 300, 3000) }).unwrap();
+    w.store.upsert_member(&Member { cookie: 0x2e4, ..Member::new("x", "elsewhere", 300, 3000) }).unwrap();
+
+    let r =
+        rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), Fill::Missing)
+            .unwrap();
+    let ids: Vec<&str> = r.members.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["r1", "r0"], "only the missing ones, oldest first");
+    let cached: Vec<String> = w.store.members("default/web").unwrap().into_iter().map(|m| m.container_id).collect();
+    assert_eq!(cached, ["r1", "r0", "n1"], "the older containers go first");
+    assert_eq!(w.store.member("x").unwrap().unwrap().group, "elsewhere", "a row it has is left alone");
+    assert_eq!(r.conflicts.len(), 1, "{r:#?}");
 }

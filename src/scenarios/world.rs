@@ -109,6 +109,7 @@ impl World {
             proc: self.proc.clone(),
             cgroup_root: self.cgroup_root(),
             state_dir: self.state_dir(),
+            runtime_roots: Vec::new(),
         };
         let done = std::thread::scope(|s| {
             s.spawn(|| hook::run(&decision, &self.config, &sys)).join().expect("the hook panicked")

@@ -25,7 +25,7 @@ use oci_coresched_hook::nri::wire::WireError;
 use oci_coresched_hook::oci_state::StateError;
 use oci_coresched_hook::policy::BadContainerId;
 use oci_coresched_hook::state_dir::{DirError, StateDir};
-use oci_coresched_hook::store::{Store, StoreError};
+use oci_coresched_hook::store::{Store, StoreError, Unusable};
 
 /// The first `: `-separated segment that occurs twice in `line`, if any. A fail-open warning's
 /// tail (" (failing open: …)") is left out: it is not part of the error.
@@ -82,10 +82,11 @@ fn store_errors() -> Vec<StoreError> {
     let all = vec![
         StoreError::Sqlite { path: "/run/x/cache.db".into(), source: sqlite_err().into() },
         StoreError::Quarantine { path: "/run/x/cache.db".into(), source: io_err() },
+        StoreError::Unusable { path: "/run/x/cache.db".into(), why: Unusable::Newer(9) },
     ];
     for e in &all {
         match e {
-            StoreError::Sqlite { .. } | StoreError::Quarantine { .. } => {}
+            StoreError::Sqlite { .. } | StoreError::Quarantine { .. } | StoreError::Unusable { .. } => {}
         }
     }
     all

@@ -1,69 +1,26 @@
 //! The SQLite cache of groups, members and counters, opened only under the state lock.
 //!
-//! The kernel is the truth and this file a cache of it: a corrupt, truncated or foreign database
-//! is moved aside (kept for inspection, never deleted) and a fresh one is created. The file lives
-//! on tmpfs, is guarded by our own flock and can be rebuilt, so durability is chosen for speed
-//! (see [`Store::open`]).
+//! The kernel is the truth and this file a cache of it. A damaged, truncated or foreign database
+//! is moved aside (kept for inspection, never deleted) and a fresh one is created; a cache of a
+//! newer build's format is left exactly as it is ([`StoreError::Unusable`]); a cache of an older
+//! build is upgraded in place ([`format`] says what each version writes). The file lives on
+//! tmpfs, is guarded by our own flock and can be rebuilt, so durability is chosen for speed (see
+//! [`Store::open`]).
 
 use std::path::{Path, PathBuf};
 
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::error::{Chain, FailureReason};
 use crate::kernel::Cookie;
 use crate::procfs::Pid;
 
-/// Marks the file as ours (`PRAGMA application_id`, "OCSH").
-pub const APPLICATION_ID: i32 = 0x4f43_5348;
-/// Current schema version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 4;
+mod format;
+mod members;
 
-/// Upgrades, each from the version it names to the next, run in one transaction with the bump of
-/// `user_version`. v2: the pod labels of a member (for metrics). v3: an index on the join order,
-/// so a new member's `seq` is found in O(log n) instead of by scanning every member. v4: the
-/// cgroup whose `cpu.idle` a member of a `sched_idle` class keeps at 1.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (
-        1,
-        "ALTER TABLE members ADD COLUMN pod_name TEXT;
-         ALTER TABLE members ADD COLUMN pod_uid TEXT;
-         ALTER TABLE members ADD COLUMN container_name TEXT;",
-    ),
-    (2, "CREATE INDEX members_by_seq ON members (seq);"),
-    (3, "ALTER TABLE members ADD COLUMN idle_cgroup TEXT;"),
-];
-
-const SCHEMA: &str = "
-CREATE TABLE groups (
-    key        TEXT PRIMARY KEY NOT NULL,
-    created_at INTEGER NOT NULL,
-    ok         INTEGER NOT NULL DEFAULT 0,
-    failed     INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE members (
-    container_id TEXT PRIMARY KEY NOT NULL,
-    group_key    TEXT NOT NULL,
-    pid          INTEGER NOT NULL,
-    start_time   INTEGER NOT NULL,
-    cookie       INTEGER NOT NULL,
-    cgroup       TEXT,
-    namespace    TEXT,
-    seq          INTEGER NOT NULL,
-    created_at   INTEGER NOT NULL,
-    updated_at   INTEGER NOT NULL,
-    pod_name       TEXT,
-    pod_uid        TEXT,
-    container_name TEXT,
-    idle_cgroup    TEXT
-);
-CREATE INDEX members_by_group ON members (group_key, seq);
-CREATE INDEX members_by_seq ON members (seq);
-CREATE TABLE failures (
-    reason TEXT PRIMARY KEY NOT NULL,
-    count  INTEGER NOT NULL
-);
-";
+use format::Verdict;
+pub use format::{APPLICATION_ID, FORMAT, MAX_FORMAT, REVISION, Unusable};
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +33,15 @@ pub enum StoreError {
         /// The cause.
         #[source]
         source: SqliteError,
+    },
+    /// A cache this binary must not use, left in place.
+    #[error("failed to use the cache {path}")]
+    Unusable {
+        /// The database file.
+        path: PathBuf,
+        /// Why not.
+        #[source]
+        why: Unusable,
     },
     /// Moving a bad database aside failed.
     #[error("failed to move the unusable cache {path} aside")]
@@ -113,7 +79,7 @@ impl StoreError {
     pub fn is_corruption(&self) -> bool {
         match self {
             StoreError::Sqlite { source, .. } => is_corrupt(&source.0),
-            StoreError::Quarantine { .. } => false,
+            StoreError::Quarantine { .. } | StoreError::Unusable { .. } => false,
         }
     }
 }
@@ -208,64 +174,110 @@ pub struct GroupRow {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// Where a damaged database was moved when this one was created, if that happened.
-    pub quarantined: Option<PathBuf>,
+    found: Found,
+}
+
+/// How [`Store::open`] found the file: anything but [`Found::Current`] means the cache may lack
+/// containers that run (a new file, one an older build wrote, one that replaced a damaged file,
+/// or one whose refill no opener could finish yet), which the caller refills from the runtimes'
+/// state ([`crate::session`]) and then marks with [`Store::refilled`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Ours, at this binary's format and revision (or a newer revision of its format).
+    Current,
+    /// Ours and current, but still owed the refill of its creation, upgrade or replacement (the
+    /// opener that owed it could not read every running container).
+    Owed,
+    /// None yet, or an empty file: created.
+    Created,
+    /// Written by an older build: upgraded in place from this format and revision.
+    Upgraded {
+        /// The format it had.
+        format: i32,
+        /// The revision it had.
+        revision: i64,
+    },
+    /// Damaged: moved aside to `aside`, and a fresh one created.
+    Replaced {
+        /// Where the damaged file went.
+        aside: PathBuf,
+    },
 }
 
 fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
-enum Verdict {
-    Ready,
-    Fresh,
-    /// Ours, at this older version: upgrade in place.
-    Migrate(i32),
-    Foreign(String),
-}
-
 impl Store {
-    /// Opens (creating or replacing as needed) the cache at `path`.
+    /// Opens (creating, upgrading or replacing as needed) the cache at `path`. A file of a newer
+    /// build's format is left untouched: [`StoreError::Unusable`].
     ///
     /// Durability: `journal_mode=WAL` with `synchronous=OFF`. The file is on tmpfs (fsync buys
     /// nothing), every writer holds our flock, and a lost or damaged file is rebuilt from the
     /// kernel, so waiting for the disk would only slow every container start.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let store = |conn, found| Self { conn, path: path.to_path_buf(), found };
+        // A newer build's file is known by its header alone: no connection is opened, so not even
+        // an empty WAL appears beside it.
+        if let Some(why) = format::newer_on_disk(path) {
+            return Err(StoreError::Unusable { path: path.to_path_buf(), why });
+        }
         match Self::open_once(path) {
-            Ok((conn, Verdict::Ready)) => Ok(Self { conn, path: path.to_path_buf(), quarantined: None }),
+            Ok((conn, Verdict::Current { refill: false })) => Ok(store(conn, Found::Current)),
+            Ok((conn, Verdict::Current { refill: true })) => Ok(store(conn, Found::Owed)),
             Ok((conn, Verdict::Fresh)) => {
-                let mut s = Self { conn, path: path.to_path_buf(), quarantined: None };
+                let s = store(conn, Found::Created);
                 s.create_schema()?;
                 Ok(s)
             }
-            Ok((conn, Verdict::Migrate(from))) => {
-                let s = Self { conn, path: path.to_path_buf(), quarantined: None };
-                match s.migrate(from) {
+            Ok((conn, Verdict::Older { format, revision })) => {
+                let s = store(conn, Found::Upgraded { format, revision });
+                match s.upgrade(format, revision) {
                     Ok(()) => Ok(s),
                     // Another opener holds the file: a real error, not a reason to move it aside.
                     Err(StoreError::Sqlite { source, .. }) if is_busy(&source.0) => {
                         Err(StoreError::Sqlite { path: path.to_path_buf(), source })
                     }
                     Err(e) => {
-                        log::warn!("failed to upgrade the cache {} from schema v{from}: {}", path.display(), Chain(&e));
+                        log::warn!(
+                            "failed to upgrade the cache {} from format {format}: {}",
+                            path.display(),
+                            Chain(&e)
+                        );
                         drop(s);
-                        Self::quarantine(path, &format!("unmigratable-v{from}"))
+                        Self::quarantine(path, &format!("unmigratable-v{format}"))
                     }
                 }
             }
-            Ok((conn, Verdict::Foreign(why))) => {
+            Ok((conn, Verdict::Damaged(why))) => {
                 drop(conn);
                 Self::quarantine(path, &why)
+            }
+            Ok((conn, Verdict::Unusable(why))) => {
+                drop(conn);
+                Err(StoreError::Unusable { path: path.to_path_buf(), why })
             }
             Err(e) if is_corrupt(&e) => Self::quarantine(path, "corrupt"),
             Err(source) => Err(StoreError::Sqlite { path: path.to_path_buf(), source: source.into() }),
         }
     }
 
+    /// An empty cache in memory, with this binary's schema: for a run that must not touch the file
+    /// (a newer build's cache) and for renderers that need an empty one.
+    pub fn in_memory() -> Result<Self, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory()
+            .map_err(|source| StoreError::Sqlite { path: path.clone(), source: source.into() })?;
+        let s = Self { conn, path, found: Found::Created };
+        s.create_schema()?;
+        Ok(s)
+    }
+
     fn open_once(path: &Path) -> Result<(Connection, Verdict), rusqlite::Error> {
         let conn = Connection::open(path)?;
         // Until the file is known to be ours, closing this connection must not checkpoint a WAL
-        // into it or delete that WAL: a bad file is moved aside exactly as it was found.
+        // into it or delete that WAL: a file moved aside or left in place stays exactly as it
+        // was found.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))?;
         // `locking_mode = EXCLUSIVE`: every opener holds our flock, so SQLite's own POSIX locks
@@ -277,32 +289,14 @@ impl Store {
         // timeout leaves a torn, checksummed WAL frame that is ignored, never a half-written
         // page; the last close checkpoints it into the file and removes it.
         conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA foreign_keys = OFF;")?;
-        // Two plain pragmas: a join of the table-valued pragma functions costs ~20 us more to
-        // prepare in a fresh process.
-        let app: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-        let version: i32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        let verdict = if app == 0 && version == 0 {
-            let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-            if tables == 0 { Verdict::Fresh } else { Verdict::Foreign("foreign".into()) }
-        } else if app != APPLICATION_ID {
-            Verdict::Foreign("foreign".into())
-        } else if version > SCHEMA_VERSION {
-            Verdict::Foreign(format!("newer-v{version}"))
-        } else if version < 1 {
-            // Ours but older than the first released schema: nothing to migrate from.
-            Verdict::Foreign(format!("older-v{version}"))
-        } else if version < SCHEMA_VERSION {
-            Verdict::Migrate(version)
-        } else {
-            Verdict::Ready
-        };
-        if matches!(verdict, Verdict::Ready | Verdict::Fresh | Verdict::Migrate(_)) {
+        let verdict = format::judge(&conn)?;
+        if matches!(verdict, Verdict::Current { .. } | Verdict::Fresh | Verdict::Older { .. }) {
             conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
         }
         Ok((conn, verdict))
     }
 
-    /// Moves a bad database (and its WAL/SHM files) aside and creates a fresh one.
+    /// Moves a damaged database (and its WAL/SHM files) aside and creates a fresh one.
     pub fn quarantine(path: &Path, why: &str) -> Result<Self, StoreError> {
         let stamp =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -315,13 +309,13 @@ impl Store {
             }
         }
         log::warn!(
-            "moved unusable cache {} aside to {} ({why}); starting a fresh one",
+            "moved the damaged cache {} aside to {} ({why}); starting a fresh one",
             path.display(),
             aside.display()
         );
         let conn = Connection::open(path)
             .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source: source.into() })?;
-        let mut s = Self { conn, path: path.to_path_buf(), quarantined: Some(aside) };
+        let s = Self { conn, path: path.to_path_buf(), found: Found::Replaced { aside } };
         s.conn
             .execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;")
             .map_err(|source| StoreError::Sqlite { path: path.to_path_buf(), source: source.into() })?;
@@ -329,31 +323,33 @@ impl Store {
         Ok(s)
     }
 
-    fn create_schema(&mut self) -> Result<(), StoreError> {
-        let sql = format!(
-            "PRAGMA journal_mode = WAL; BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; \
-             PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        );
-        self.conn.execute_batch(&sql).map_err(|e| self.err(e))
+    fn create_schema(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch(&format::create_sql()).map_err(|e| self.err(e))
     }
 
-    /// Upgrades the schema from `from` to [`SCHEMA_VERSION`] in one transaction: either every step
-    /// and the new `user_version` land, or nothing does.
-    fn migrate(&self, from: i32) -> Result<(), StoreError> {
-        self.transaction(|s| {
-            let mut version = from;
-            while version < SCHEMA_VERSION {
-                let Some((_, sql)) = MIGRATIONS.iter().find(|(v, _)| *v == version) else {
-                    let e = rusqlite::Error::InvalidParameterName(format!("no migration from schema v{version}"));
-                    return Err(s.err(e));
-                };
-                s.conn.execute_batch(sql).map_err(|e| s.err(e))?;
-                version += 1;
-            }
-            s.conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};")).map_err(|e| s.err(e))
-        })?;
-        log::info!("upgraded the cache {} from schema v{from} to v{SCHEMA_VERSION}", self.path.display());
+    /// Brings a file of an older build to this binary's format and revision in one transaction:
+    /// either every step and the new header land, or nothing does.
+    fn upgrade(&self, format: i32, revision: i64) -> Result<(), StoreError> {
+        let Some(sql) = format::upgrade_sql(format, revision) else {
+            let e = rusqlite::Error::InvalidParameterName(format!("no upgrade from format {format}"));
+            return Err(self.err(e));
+        };
+        self.transaction(|s| s.conn.execute_batch(&sql).map_err(|e| s.err(e)))?;
+        log::info!(
+            "upgraded the cache {} from format {format} revision {revision} to format {FORMAT} revision {REVISION}",
+            self.path.display()
+        );
         Ok(())
+    }
+
+    /// How the file was found when it was opened.
+    pub fn found(&self) -> &Found {
+        &self.found
+    }
+
+    /// Settles the refill the file was owed (call once a refill read every running container).
+    pub fn refilled(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch(format::REFILLED).map_err(|e| self.err(e))
     }
 
     fn err(&self, source: rusqlite::Error) -> StoreError {
@@ -383,119 +379,6 @@ impl Store {
     /// Abandons the open transaction, if any.
     fn rollback(&self) {
         let _ = self.conn.execute_batch("ROLLBACK");
-    }
-
-    fn row_to_member(r: &rusqlite::Row<'_>) -> rusqlite::Result<Member> {
-        Ok(Member {
-            container_id: r.get(0)?,
-            group: r.get(1)?,
-            pid: r.get(2)?,
-            start_time: r.get::<_, i64>(3)? as u64,
-            cookie: r.get::<_, i64>(4)? as u64,
-            labels: Labels {
-                cgroup: r.get(5)?,
-                namespace: r.get(6)?,
-                pod_name: r.get(10)?,
-                pod_uid: r.get(11)?,
-                container_name: r.get(12)?,
-                idle_cgroup: r.get(13)?,
-            },
-            seq: r.get(7)?,
-            created_at: r.get(8)?,
-            updated_at: r.get(9)?,
-        })
-    }
-
-    const MEMBER_COLS: &'static str = "container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at, \
-         pod_name, pod_uid, container_name, idle_cgroup";
-
-    /// Members of `group`, oldest first.
-    pub fn members(&self, group: &str) -> Result<Vec<Member>, StoreError> {
-        let sql = format!("SELECT {} FROM members WHERE group_key = ?1 ORDER BY seq", Self::MEMBER_COLS);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let rows = st.query_map([group], Self::row_to_member).map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// Every member, by group then age.
-    pub fn all_members(&self) -> Result<Vec<Member>, StoreError> {
-        let sql = format!("SELECT {} FROM members ORDER BY group_key, seq", Self::MEMBER_COLS);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let rows = st.query_map([], Self::row_to_member).map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// The cached row of a container.
-    pub fn member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
-        let sql = format!("SELECT {} FROM members WHERE container_id = ?1", Self::MEMBER_COLS);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        st.query_row([container_id], Self::row_to_member).optional().map_err(|e| self.err(e))
-    }
-
-    /// Inserts or updates a member (creating its group row); a new member gets the next `seq`.
-    /// Returns the stored row.
-    ///
-    /// The next `seq` is the last entry of the `members_by_seq` index (schema v3): without it,
-    /// `max(seq)` read every row of a 10,000-container cache (~2.5 MB) on each hook run, and
-    /// scanning the `members_by_group` index instead still read ~120 pages of it.
-    pub fn upsert_member(&self, m: &Member) -> Result<Member, StoreError> {
-        let t = now();
-        self.conn
-            .prepare_cached("INSERT OR IGNORE INTO groups (key, created_at) VALUES (?1, ?2)")
-            .and_then(|mut s| s.execute(params![m.group, t]))
-            .map_err(|e| self.err(e))?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO members (container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at,
-                                      pod_name, pod_uid, container_name, idle_cgroup)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-                         (SELECT coalesce(max(seq), 0) + 1 FROM members INDEXED BY members_by_seq), ?8, ?8, ?9, ?10, ?11, ?12)
-                 ON CONFLICT (container_id) DO UPDATE SET
-                   seq = CASE WHEN group_key = excluded.group_key AND pid = excluded.pid
-                                   AND start_time = excluded.start_time THEN seq ELSE excluded.seq END,
-                   group_key = excluded.group_key, pid = excluded.pid, start_time = excluded.start_time,
-                   cookie = excluded.cookie, cgroup = excluded.cgroup, namespace = excluded.namespace,
-                   updated_at = excluded.updated_at, pod_name = excluded.pod_name, pod_uid = excluded.pod_uid,
-                   container_name = excluded.container_name, idle_cgroup = excluded.idle_cgroup",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    m.container_id,
-                    m.group,
-                    m.pid,
-                    m.start_time as i64,
-                    m.cookie as i64,
-                    m.labels.cgroup,
-                    m.labels.namespace,
-                    t,
-                    m.labels.pod_name,
-                    m.labels.pod_uid,
-                    m.labels.container_name,
-                    m.labels.idle_cgroup
-                ])
-            })
-            .map_err(|e| self.err(e))?;
-        Ok(self.member(&m.container_id)?.expect("row just written"))
-    }
-
-    /// Records the cookie seen on a member now.
-    pub fn set_cookie(&self, container_id: &str, cookie: Cookie) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("UPDATE members SET cookie = ?2, updated_at = ?3 WHERE container_id = ?1")
-            .and_then(|mut s| s.execute(params![container_id, cookie as i64, now()]))
-            .map(drop)
-            .map_err(|e| self.err(e))
-    }
-
-    /// Removes a container; drops its group when that leaves it empty. Returns the removed row.
-    pub fn remove_member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
-        let Some(m) = self.member(container_id)? else { return Ok(None) };
-        self.conn
-            .prepare_cached("DELETE FROM members WHERE container_id = ?1")
-            .and_then(|mut s| s.execute([container_id]))
-            .map_err(|e| self.err(e))?;
-        self.drop_group_if_empty(&m.group)?;
-        Ok(Some(m))
     }
 
     /// Deletes a group row (and its counters) when it has no members. Returns whether it did.

@@ -20,6 +20,14 @@ fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
     }
 }
 
+/// Where a damaged file was moved when `s` was opened, if it was.
+fn aside_of(s: &Store) -> Option<PathBuf> {
+    match s.found() {
+        Found::Replaced { aside } => Some(aside.clone()),
+        _ => None,
+    }
+}
+
 fn db_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("cache.db")
 }
@@ -73,21 +81,25 @@ fn with_companions(aside: &Path) -> Vec<PathBuf> {
 fn assert_healthy(s: &Store) {
     assert_eq!(s.integrity_check().unwrap(), "ok");
     assert_eq!(pragma::<i32>(s, "application_id"), APPLICATION_ID);
-    assert_eq!(pragma::<i32>(s, "user_version"), SCHEMA_VERSION);
+    assert_eq!(pragma::<i32>(s, "user_version"), FORMAT);
     assert_eq!(pragma::<String>(s, "journal_mode"), "wal");
     assert_eq!(
         tables(s),
         [
             "failures",
             "groups",
+            "member_idle",
             "members",
             "members_by_group",
             "members_by_seq",
+            "meta",
             "sqlite_autoindex_failures_1",
             "sqlite_autoindex_groups_1",
             "sqlite_autoindex_members_1",
         ]
     );
+    let revision: i64 = s.conn.query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| r.get(0)).unwrap();
+    assert_eq!(revision, REVISION);
 }
 
 #[test]
@@ -95,7 +107,7 @@ fn open_creates_a_fresh_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None);
+    assert_eq!(aside_of(&s), None);
     assert_eq!(s.path(), path);
     assert_healthy(&s);
     assert_eq!(APPLICATION_ID.to_be_bytes(), *b"OCSH");
@@ -109,7 +121,7 @@ fn open_creates_a_fresh_store() {
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..16], b"SQLite format 3\0");
     assert_eq!(&bytes[68..72], b"OCSH");
-    assert_eq!(i32::from_be_bytes(bytes[60..64].try_into().unwrap()), SCHEMA_VERSION);
+    assert_eq!(i32::from_be_bytes(bytes[60..64].try_into().unwrap()), FORMAT);
     assert!(aside_files(dir.path()).is_empty());
 }
 
@@ -119,7 +131,7 @@ fn an_empty_file_is_a_fresh_store_not_a_corrupt_one() {
     let path = db_in(&dir);
     std::fs::write(&path, b"").unwrap();
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None);
+    assert_eq!(aside_of(&s), None);
     assert_healthy(&s);
     assert!(aside_files(dir.path()).is_empty());
 }
@@ -347,7 +359,7 @@ fn reopen_keeps_data() {
     drop(s);
 
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None);
+    assert_eq!(aside_of(&s), None);
     assert_healthy(&s);
     assert_eq!(s.all_members().unwrap(), members);
     assert_eq!(s.groups().unwrap(), groups);
@@ -386,7 +398,7 @@ fn a_second_connection_waits_for_the_first_to_close() {
     assert_healthy(&s1);
     drop(s1);
     let s2 = Store::open(&path).unwrap();
-    assert_eq!(s2.quarantined, None);
+    assert_eq!(aside_of(&s2), None);
     assert_healthy(&s2);
 }
 
@@ -471,7 +483,7 @@ fn v1_cache_is_migrated_in_place() {
     build_v1(&path);
 
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None, "a v1 cache is upgraded, not moved aside");
+    assert_eq!(aside_of(&s), None, "a v1 cache is upgraded, not moved aside");
     assert_healthy(&s);
     assert!(aside_files(dir.path()).is_empty());
 
@@ -509,8 +521,8 @@ fn v1_cache_is_migrated_in_place() {
 
     // Reopening a migrated cache is a plain open.
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None);
-    assert_eq!(pragma::<i32>(&s, "user_version"), SCHEMA_VERSION);
+    assert_eq!(aside_of(&s), None);
+    assert_eq!(pragma::<i32>(&s, "user_version"), FORMAT);
     assert_eq!(s.member("a3").unwrap().unwrap().labels.container_name.as_deref(), Some("ctr-a3"));
     assert_eq!(s.all_members().unwrap().len(), 4);
     // The v4 column: where a sched_idle member keeps cpu.idle at 1.
@@ -537,8 +549,8 @@ fn v1_schema_plus_migration_equals_a_fresh_v2_schema() {
     let (m, f) = (columns(&migrated), columns(&fresh));
     assert_eq!(m, f);
     assert_eq!(
-        m.iter().rev().take(4).map(|c| c.0.as_str()).collect::<Vec<_>>(),
-        ["idle_cgroup", "container_name", "pod_uid", "pod_name"]
+        m.iter().rev().take(3).map(|c| c.0.as_str()).collect::<Vec<_>>(),
+        ["container_name", "pod_uid", "pod_name"]
     );
 }
 
@@ -553,7 +565,7 @@ fn a_failed_migration_changes_nothing_and_the_file_is_moved_aside() {
         c.execute_batch("ALTER TABLE members ADD COLUMN pod_uid TEXT;").unwrap();
     }
     let s = Store::open(&path).unwrap();
-    let aside = s.quarantined.clone().expect("moved aside");
+    let aside = aside_of(&s).expect("moved aside");
     assert!(aside.to_str().unwrap().contains(".unmigratable-v1-"), "{aside:?}");
     assert_healthy(&s);
     assert!(s.all_members().unwrap().is_empty());
@@ -588,9 +600,12 @@ fn the_next_seq_is_an_index_lookup() {
 }
 
 #[test]
-fn every_old_version_has_a_migration() {
-    for v in 1..SCHEMA_VERSION {
-        assert!(MIGRATIONS.iter().any(|(from, _)| *from == v), "no migration from v{v}");
+fn every_older_format_has_an_upgrade() {
+    for f in 1..=MAX_FORMAT {
+        assert!(format::upgrade_sql(f, i64::from(f)).is_some(), "no upgrade from format {f}");
+    }
+    for f in 1..FORMAT {
+        assert!(format::FORMAT_STEP_SOURCES.iter().any(|(from, _)| *from == f), "no step from format {f}");
     }
 }
 
@@ -615,7 +630,7 @@ fn assert_quarantined(bytes: &[u8], why: &str) -> (tempfile::TempDir, PathBuf) {
     let path = db_in(&dir);
     std::fs::write(&path, bytes).unwrap();
     let s = Store::open(&path).unwrap_or_else(|e| panic!("{why}: open failed: {e}"));
-    let aside = s.quarantined.clone().unwrap_or_else(|| panic!("{why}: not quarantined"));
+    let aside = aside_of(&s).unwrap_or_else(|| panic!("{why}: not quarantined"));
     assert_eq!(aside.parent(), Some(dir.path()));
     let name = aside.file_name().unwrap().to_str().unwrap();
     let stamp = name
@@ -636,7 +651,7 @@ fn assert_quarantined(bytes: &[u8], why: &str) -> (tempfile::TempDir, PathBuf) {
 
     // And it is kept: reopening neither quarantines again nor loses the writes.
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None, "{why}: the fresh store was quarantined again");
+    assert_eq!(aside_of(&s), None, "{why}: the fresh store was quarantined again");
     assert_eq!(s.all_members().unwrap().len(), 3);
     assert_eq!(aside_files(dir.path()), moved);
     (dir, aside)
@@ -687,7 +702,7 @@ fn quarantine_truncated_to_one_page() {
 fn damaged_table_page_is_found_on_use_then_quarantined() {
     // Header and schema page intact, a table page overwritten: `open` cannot see it (it reads only
     // the header and the schema), the first use of the table reports corruption, and the hook then
-    // quarantines (hook.rs `with_store`), which is what this replays.
+    // quarantines (`Session::replace_damaged`), which is what this replays.
     let mut real = real_db_bytes();
     assert!(real.len() / 4096 >= 3);
     for b in &mut real[4096..2 * 4096] {
@@ -697,7 +712,7 @@ fn damaged_table_page_is_found_on_use_then_quarantined() {
     let path = db_in(&dir);
     std::fs::write(&path, &real).unwrap();
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.quarantined, None);
+    assert_eq!(aside_of(&s), None);
     // Page 2 is the root of `groups`: reading it reports corruption, the other tables still read.
     let err = s.groups().unwrap_err();
     assert!(err.is_corruption(), "{err}");
@@ -706,7 +721,7 @@ fn damaged_table_page_is_found_on_use_then_quarantined() {
     drop(s);
     assert_bytes(&std::fs::read(&path).unwrap(), &real, "reading a damaged file must not change it");
     let s = Store::quarantine(&path, "corrupt").unwrap();
-    let aside = s.quarantined.clone().unwrap();
+    let aside = aside_of(&s).unwrap();
     assert_bytes(&std::fs::read(&aside).unwrap(), &real, "damaged db");
     assert_healthy(&s);
     populate(&s);
@@ -762,7 +777,7 @@ fn quarantine_keeps_a_foreign_db_with_its_uncheckpointed_wal() {
     std::fs::write(&path, &main).unwrap();
     std::fs::write(dir.path().join("cache.db-wal"), &wal).unwrap();
     let s = Store::open(&path).unwrap();
-    let aside = s.quarantined.clone().expect("quarantined");
+    let aside = aside_of(&s).expect("quarantined");
     assert!(aside.to_str().unwrap().contains("cache.db.foreign-"));
     // Neither file was touched: the WAL was not checkpointed into the main file nor deleted.
     assert_bytes(&std::fs::read(&aside).unwrap(), &main, "main file");
@@ -775,12 +790,61 @@ fn quarantine_keeps_a_foreign_db_with_its_uncheckpointed_wal() {
     drop(writer);
 }
 
+/// A newer build's cache is never moved, replaced or written: the open fails, naming why, and the
+/// file (with its WAL) is byte for byte what it was, with nothing created beside it.
 #[test]
-fn quarantine_newer_schema() {
-    let bytes = foreign_db(&format!(
-        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 99; CREATE TABLE members (x); CREATE TABLE v99 (y);"
-    ));
-    assert_quarantined(&bytes, "newer-v99");
+fn a_newer_format_is_left_untouched() {
+    for format in [MAX_FORMAT + 1, 99] {
+        // As a newer build leaves it: a populated file in WAL mode, its last writes still only in
+        // the WAL (copied from a writer that stays open, as the tmpfs file would be).
+        let src = tempfile::tempdir().unwrap();
+        let writer = rusqlite::Connection::open(src.path().join("cache.db")).unwrap();
+        writer
+            .execute_batch(&format!(
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; {} \
+                 PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {format}; \
+                 CREATE TABLE newer_thing (v TEXT); INSERT INTO newer_thing VALUES ('in the wal');",
+                format::create_sql().replace("PRAGMA journal_mode = WAL;", "")
+            ))
+            .unwrap();
+        let main = std::fs::read(src.path().join("cache.db")).unwrap();
+        let wal = std::fs::read(src.path().join("cache.db-wal")).unwrap();
+        assert!(!wal.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = db_in(&dir);
+        std::fs::write(&path, &main).unwrap();
+        std::fs::write(dir.path().join("cache.db-wal"), &wal).unwrap();
+        let listing = || {
+            let mut v: Vec<String> =
+                std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            v.sort();
+            v
+        };
+        let before = listing();
+        for _ in 0..2 {
+            let err = Store::open(&path).unwrap_err();
+            match &err {
+                StoreError::Unusable { path: p, why: Unusable::Newer(f) } => assert_eq!((p, *f), (&path, format)),
+                other => panic!("format {format}: {other:?}"),
+            }
+            assert_eq!(
+                Chain(&err).to_string(),
+                format!(
+                    "failed to use the cache {}: its format {format} is newer than this binary reads (up to \
+                     {MAX_FORMAT}); a newer oci-coresched-hook wrote it",
+                    path.display()
+                )
+            );
+        }
+        assert_bytes(&std::fs::read(&path).unwrap(), &main, "main file");
+        assert_bytes(&std::fs::read(dir.path().join("cache.db-wal")).unwrap(), &wal, "wal");
+        assert_eq!(listing(), before, "something was created, moved or removed beside the newer cache");
+        drop(writer);
+        // And the pair still opens as the newer build left it.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let v: String = c.query_row("SELECT v FROM newer_thing", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, "in the wal");
+    }
 }
 
 #[test]
@@ -798,7 +862,7 @@ fn quarantine_moves_wal_and_shm_along() {
     std::fs::write(dir.path().join("cache.db-wal"), b"old wal").unwrap();
     std::fs::write(dir.path().join("cache.db-shm"), b"old shm").unwrap();
     let s = Store::open(&path).unwrap();
-    let aside = s.quarantined.clone().expect("quarantined");
+    let aside = aside_of(&s).expect("quarantined");
     assert_bytes(&std::fs::read(&aside).unwrap(), &bad, "main file");
     // The WAL is kept as found (not checkpointed into the bad file, not deleted); the SHM is only
     // an index SQLite rebuilds, so it just has to go along.
@@ -815,11 +879,11 @@ fn two_quarantines_keep_both_files() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     std::fs::write(&path, garbage(4096)).unwrap();
-    let first = Store::open(&path).unwrap().quarantined.expect("first");
+    let first = aside_of(&Store::open(&path).unwrap()).expect("first");
     std::fs::write(&path, b"garbage again, different bytes").unwrap();
     let _ = std::fs::remove_file(dir.path().join("cache.db-wal"));
     let _ = std::fs::remove_file(dir.path().join("cache.db-shm"));
-    let second = Store::open(&path).unwrap().quarantined.expect("second");
+    let second = aside_of(&Store::open(&path).unwrap()).expect("second");
     assert_ne!(first, second);
     assert_bytes(&std::fs::read(&first).unwrap(), &garbage(4096), "first");
     assert_bytes(&std::fs::read(&second).unwrap(), b"garbage again, different bytes", "second");
@@ -834,7 +898,7 @@ fn explicit_quarantine_of_a_healthy_store() {
     drop(s);
     let before = std::fs::read(&path).unwrap();
     let s = Store::quarantine(&path, "manual").unwrap();
-    let aside = s.quarantined.clone().unwrap();
+    let aside = aside_of(&s).unwrap();
     assert!(aside.file_name().unwrap().to_str().unwrap().starts_with("cache.db.manual-"));
     assert_bytes(&std::fs::read(&aside).unwrap(), &before, "quarantined healthy db");
     assert_healthy(&s);
@@ -858,4 +922,196 @@ fn corruption_errors_are_recognised() {
         source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None).into(),
     };
     assert!(!busy.is_corruption());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Across versions.
+
+/// The statements 0.1.0 (format 3) runs on a cache, as it wrote them, and how it judged a file:
+/// a file this binary writes must be one 0.1.0 uses as it is, so that a node rolled back to it
+/// (or running its follower while the new hook runs) keeps every member.
+const V0_1_0_COLS: &str = "container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, \
+     updated_at, pod_name, pod_uid, container_name";
+const V0_1_0_UPSERT: &str = "INSERT INTO members (container_id, group_key, pid, start_time, cookie, cgroup, namespace, seq, created_at, updated_at,
+                                      pod_name, pod_uid, container_name)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+                         (SELECT coalesce(max(seq), 0) + 1 FROM members INDEXED BY members_by_seq), ?8, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (container_id) DO UPDATE SET
+                   seq = CASE WHEN group_key = excluded.group_key AND pid = excluded.pid
+                                   AND start_time = excluded.start_time THEN seq ELSE excluded.seq END,
+                   group_key = excluded.group_key, pid = excluded.pid, start_time = excluded.start_time,
+                   cookie = excluded.cookie, cgroup = excluded.cgroup, namespace = excluded.namespace,
+                   updated_at = excluded.updated_at, pod_name = excluded.pod_name, pod_uid = excluded.pod_uid,
+                   container_name = excluded.container_name";
+
+/// 0.1.0's verdict: `Ok` when it would use the file as it is.
+fn v0_1_0_would_use(c: &rusqlite::Connection) -> Result<(), String> {
+    let app: i32 = c.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
+    let version: i32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    match (app, version) {
+        (APPLICATION_ID, 3) => Ok(()),
+        (APPLICATION_ID, v) if v > 3 => Err(format!("newer-v{v}: 0.1.0 would move it aside")),
+        other => Err(format!("{other:?}: 0.1.0 would not use it as it is")),
+    }
+}
+
+#[test]
+fn a_cache_this_binary_writes_is_one_0_1_0_uses_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    s.upsert_member(&member("a1", "tenant-a/web", 101, 11)).unwrap();
+    let idle = Member {
+        labels: Labels { idle_cgroup: Some("/kubepods/besteffort/p/a2.scope".into()), ..Labels::default() },
+        ..member("a2", "tenant-a/web", 102, 12)
+    };
+    s.upsert_member(&idle).unwrap();
+    drop(s);
+
+    // 0.1.0 opens it, reads the members with its own columns and writes with its own upsert.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    v0_1_0_would_use(&c).unwrap();
+    let n: i64 =
+        c.query_row(&format!("SELECT count(*) FROM (SELECT {V0_1_0_COLS} FROM members)"), [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 2);
+    // 0.1.0 moves container a2 to a new init (the same id, another process) and adds a3.
+    for (id, pid, start) in [("a2", 202, 22), ("a3", 103, 13)] {
+        c.execute(
+            V0_1_0_UPSERT,
+            rusqlite::params![
+                id,
+                "tenant-a/web",
+                pid,
+                start,
+                0x77,
+                "/x",
+                "tenant-a",
+                1_700_000_000,
+                None::<String>,
+                None::<String>,
+                None::<String>
+            ],
+        )
+        .unwrap();
+    }
+    c.execute("DELETE FROM members WHERE container_id = ?1", ["a1"]).unwrap();
+    drop(c);
+
+    // Back in this binary: 0.1.0's rows are there, and the cpu.idle cgroup recorded for a2's old
+    // init is not taken for its new one.
+    let s = Store::open(&path).unwrap();
+    assert_eq!(*s.found(), Found::Owed, "no refill settled the creation");
+    let all = s.all_members().unwrap();
+    assert_eq!(ids(&all), ["a2", "a3"]);
+    assert_eq!((all[0].pid, all[0].labels.idle_cgroup.as_deref()), (202, None));
+    assert_eq!(s.drop_stale_idle().unwrap(), 1, "a2's old cgroup row");
+    assert_healthy(&s);
+}
+
+/// A format-4 file (development builds after 0.1.0 kept the `cpu.idle` cgroup in a column) is
+/// folded back into format 3: the values move to `member_idle`, the column goes, and 0.1.0 can
+/// open it again.
+#[test]
+fn format_4_is_folded_back_into_format_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    build_v1(&path);
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "ALTER TABLE members ADD COLUMN pod_name TEXT; ALTER TABLE members ADD COLUMN pod_uid TEXT;
+             ALTER TABLE members ADD COLUMN container_name TEXT; CREATE INDEX members_by_seq ON members (seq);
+             ALTER TABLE members ADD COLUMN idle_cgroup TEXT;
+             UPDATE members SET idle_cgroup = '/kubepods/besteffort/a2.scope' WHERE container_id = 'a2';
+             PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(*s.found(), Found::Upgraded { format: 4, revision: 4 });
+    assert_healthy(&s);
+    let all = s.all_members().unwrap();
+    assert_eq!(ids(&all), ["a1", "a2", "b1"]);
+    assert_eq!(all[1].labels.idle_cgroup.as_deref(), Some("/kubepods/besteffort/a2.scope"));
+    assert_eq!(all[0].labels.idle_cgroup, None);
+    let has_column: i64 = s
+        .conn
+        .query_row("SELECT count(*) FROM pragma_table_info('members') WHERE name = 'idle_cgroup'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(has_column, 0);
+    drop(s);
+    v0_1_0_would_use(&rusqlite::Connection::open(&path).unwrap()).unwrap();
+    assert_eq!(*Store::open(&path).unwrap().found(), Found::Owed, "the upgrade owes a refill until one settles it");
+}
+
+/// Creating, upgrading or replacing a file owes it a refill from the runtimes' state; the refill
+/// that read every running container settles it, and the file is current from then on.
+#[test]
+fn a_refill_is_owed_until_one_settles_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    assert_eq!(*Store::open(&path).unwrap().found(), Found::Created);
+    assert_eq!(*Store::open(&path).unwrap().found(), Found::Owed);
+    Store::open(&path).unwrap().refilled().unwrap();
+    assert_eq!(*Store::open(&path).unwrap().found(), Found::Current);
+    let s = Store::quarantine(&path, "manual").unwrap();
+    assert!(matches!(s.found(), Found::Replaced { .. }));
+    drop(s);
+    assert_eq!(*Store::open(&path).unwrap().found(), Found::Owed);
+}
+
+/// A file 0.1.0 created (format 3, no `meta`) is upgraded to this revision in place: every row
+/// kept, the header still format 3. It is reported as upgraded, since such a file may lack
+/// containers (0.1.0 may have started it fresh).
+#[test]
+fn a_0_1_0_cache_gains_this_revision_and_keeps_its_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    build_v1(&path);
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(&format!(
+            "{} PRAGMA user_version = 3;",
+            format::FORMAT_STEP_SOURCES.iter().map(|(_, s)| *s).collect::<String>()
+        ))
+        .unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(*s.found(), Found::Upgraded { format: 3, revision: 3 });
+    assert_healthy(&s);
+    assert_eq!(ids(&s.all_members().unwrap()), ["a1", "a2", "b1"]);
+}
+
+/// A newer revision of this binary's format holds only additions this binary may ignore: the
+/// file is used as it is, and its revision stays.
+#[test]
+fn a_newer_revision_of_the_format_is_used_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let s = Store::open(&path).unwrap();
+    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.conn.execute_batch("UPDATE meta SET value = 9 WHERE key = 'revision'; CREATE TABLE added_by_rev9 (x);").unwrap();
+    s.refilled().unwrap();
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(*s.found(), Found::Current);
+    assert_eq!(ids(&s.all_members().unwrap()), ["a1"]);
+    let revision: i64 = s.conn.query_row("SELECT value FROM meta WHERE key = 'revision'", [], |r| r.get(0)).unwrap();
+    assert_eq!(revision, 9);
+    assert!(tables(&s).contains(&"added_by_rev9".to_string()));
+}
+
+/// A container found again after the cache lost it goes before every member recorded since.
+#[test]
+fn insert_oldest_goes_before_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.upsert_member(&member("new1", "web", 301, 31)).unwrap();
+    s.upsert_member(&member("new2", "web", 302, 32)).unwrap();
+    s.insert_oldest(&member("old2", "web", 102, 12)).unwrap();
+    s.insert_oldest(&member("old1", "web", 101, 11)).unwrap();
+    assert_eq!(ids(&s.members("web").unwrap()), ["old1", "old2", "new1", "new2"]);
+    // The next member still joins last.
+    s.upsert_member(&member("new3", "web", 303, 33)).unwrap();
+    assert_eq!(ids(&s.members("web").unwrap()).last(), Some(&"new3"));
 }

@@ -1,0 +1,284 @@
+//! The cache session: the one way the hook, the NRI plugin's catch-up, the follower and every
+//! operator command open the cache. A session holds the state lock, the open [`Store`] and what
+//! became of the file on the way in:
+//!
+//! - **ours, current**: used as it is;
+//! - **new, upgraded from an older build, or a damaged file moved aside**: the cache may lack
+//!   containers that run, so it is refilled from the runtimes' state ([`crate::rebuild`], the
+//!   missing containers only, GET only) before anything decides. A fresh cache never makes a
+//!   group's next container create a second cookie while members of the group still run;
+//! - **a newer build's format** ([`Unusable`]): the file is left exactly as it is, and the session
+//!   works on a stand-in, an in-memory cache filled the same way from the runtimes' state. What
+//!   the run writes is not kept; no receipt is written and no recorded stop applied, since both
+//!   belong to the file. One warning line says so (once per process).
+//!
+//! Writers run their rows in [`Session::write`]: one transaction, with the recorded stops of
+//! poststop ([`crate::stopped`]) applied first.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::engine::EngineError;
+use crate::error::Chain;
+use crate::kernel::CoreSched;
+use crate::procfs::ProcFs;
+use crate::rebuild::{self, Fill, RebuildReport};
+use crate::runtimes::RuntimeRoot;
+use crate::state_dir::{DirError, LockGuard, StateDir};
+use crate::stopped::{self, Applied};
+use crate::store::{Found, Store, StoreError, Unusable};
+
+/// What a cache that may lack running containers is refilled from.
+#[derive(Debug)]
+pub struct Refill<'a, K> {
+    /// The kernel (GET only).
+    pub kernel: &'a K,
+    /// `/proc`.
+    pub proc: &'a ProcFs,
+    /// The runtimes' state directories.
+    pub roots: &'a [RuntimeRoot],
+    /// The decisions are the hook's.
+    pub config: &'a Config,
+}
+
+impl<'a, K: CoreSched> Refill<'a, K> {
+    /// The refill of a [`crate::system::System`]'s cache.
+    pub fn of(sys: &'a crate::system::System<K>, config: &'a Config) -> Self {
+        Self { kernel: &sys.kernel, proc: &sys.proc, roots: &sys.runtime_roots, config }
+    }
+}
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The state dir or its lock.
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    /// The cache.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An open cache under the state lock.
+#[derive(Debug)]
+pub struct Session {
+    store: Store,
+    stand_in: Option<Unusable>,
+    dir: StateDir,
+    // Dropped last: the lock outlives every use of the store.
+    _lock: LockGuard,
+}
+
+impl Session {
+    /// Opens the cache in `state_dir` under the lock, creating the directory and the file when
+    /// they are missing.
+    pub fn open<K: CoreSched>(
+        state_dir: &Path,
+        timeout: Duration,
+        refill: &Refill<'_, K>,
+    ) -> Result<Self, SessionError> {
+        Self::open_in(StateDir::open(state_dir)?, timeout, refill)
+    }
+
+    /// Opens the cache of a state dir that exists, creating nothing: `None` when there is no
+    /// state dir or no cache yet; an error when the state dir is unusable.
+    pub fn open_existing<K: CoreSched>(
+        state_dir: &Path,
+        timeout: Duration,
+        refill: &Refill<'_, K>,
+    ) -> Result<Option<Self>, SessionError> {
+        let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
+        if !dir.db_path().exists() {
+            return Ok(None);
+        }
+        Self::open_in(dir, timeout, refill).map(Some)
+    }
+
+    /// Opens the cache of a checked state dir.
+    pub fn open_in<K: CoreSched>(
+        dir: StateDir,
+        timeout: Duration,
+        refill: &Refill<'_, K>,
+    ) -> Result<Self, SessionError> {
+        let lock = dir.lock(timeout)?;
+        crate::fault::point("after_lock");
+        crate::timing::mark("lock");
+        let db = dir.db_path();
+        let session = match Store::open(&db) {
+            Ok(store) => {
+                let s = Session { store, stand_in: None, dir, _lock: lock };
+                if *s.store.found() != Found::Current {
+                    fill(&s.store, refill);
+                }
+                s
+            }
+            Err(StoreError::Unusable { path, why }) => {
+                let store = Store::in_memory()?;
+                let n = fill_quietly(&store, refill);
+                let error = Chain(&StoreError::Unusable { path, why: why.clone() }).to_string();
+                warn_once(
+                    &error,
+                    &format!(
+                        "{error}; left it in place: this binary works from the {n} running containers the \
+                         runtimes' state shows and keeps nothing it records (finish the upgrade: restart every \
+                         oci-coresched-hook service, or install the newer package)"
+                    ),
+                );
+                Session { store, stand_in: Some(why), dir, _lock: lock }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        crate::timing::mark("cache open");
+        Ok(session)
+    }
+
+    /// The open cache (the file's, or the stand-in).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The state dir.
+    pub fn dir(&self) -> &StateDir {
+        &self.dir
+    }
+
+    /// Why the file was left alone, when this session works on a stand-in.
+    pub fn stand_in(&self) -> Option<&Unusable> {
+        self.stand_in.as_ref()
+    }
+
+    /// Runs `f` in one transaction, committed when it returns `Ok`, with the recorded stops
+    /// applied first when at least `backlog` are waiting (1: all of them; never on a stand-in).
+    /// The stops' files go once the transaction committed.
+    pub fn write<T, E: From<StoreError>>(
+        &self,
+        proc: &ProcFs,
+        backlog: usize,
+        f: impl FnOnce(&Store) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let (value, stopped) = self.store.transaction(|s| {
+            let stopped = match self.stand_in {
+                Some(_) => Applied::default(),
+                None => stopped::apply_backlog(self.dir.path(), s, proc, backlog)?,
+            };
+            crate::timing::mark("deferred forgets");
+            let value = f(s)?;
+            crate::fault::point("before_commit");
+            crate::timing::mark("cache writes");
+            Ok::<_, E>((value, stopped))
+        })?;
+        crate::timing::mark("commit");
+        crate::fault::point("after_commit");
+        stopped.finish();
+        Ok(value)
+    }
+
+    /// Applies every recorded stop in a transaction of its own, for readers that write nothing
+    /// else (`list`, `metrics`, `inspect`, the follower's view). With none recorded (or on a
+    /// stand-in) it writes nothing.
+    pub fn apply_stops(&self, proc: &ProcFs) -> Result<(), StoreError> {
+        if self.stand_in.is_none() {
+            stopped::apply_now(self.dir.path(), &self.store, proc)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the file aside after it showed damage during use, and starts a fresh one, refilled.
+    pub fn replace_damaged<K: CoreSched>(&mut self, refill: &Refill<'_, K>) -> Result<(), StoreError> {
+        if self.stand_in.is_some() {
+            return Ok(());
+        }
+        let db = self.dir.db_path();
+        // The connection to the damaged file closes before the file moves (closing it later
+        // could write into the moved file).
+        self.store = Store::in_memory()?;
+        self.store = Store::quarantine(&db, "corrupt")?;
+        fill(&self.store, refill);
+        Ok(())
+    }
+}
+
+/// Records the running containers `store` lacks, from the runtimes' state, in one transaction;
+/// a refill that read every one of them settles what the file was owed. `None` on a kernel
+/// without core scheduling (there are no cookies to find).
+fn refill_missing<K: CoreSched>(store: &Store, refill: &Refill<'_, K>) -> Option<Result<RebuildReport, EngineError>> {
+    if refill.kernel.probe().is_err_and(|e| e.is_unsupported()) {
+        return None;
+    }
+    Some(store.transaction(|s| {
+        let r = rebuild::rebuild(s, refill.kernel, refill.proc, refill.roots, refill.config, Fill::Missing)?;
+        if r.unreadable == 0 {
+            s.refilled()?;
+        }
+        Ok(r)
+    }))
+}
+
+/// Refills a cache that may lack running containers, saying what it found (one line).
+fn fill<K: CoreSched>(store: &Store, refill: &Refill<'_, K>) {
+    let why = match store.found() {
+        Found::Current => return,
+        Found::Owed => "a cache whose last refill could not read every running container".to_string(),
+        Found::Created => "a new cache".to_string(),
+        Found::Upgraded { format, revision } => {
+            format!("a cache of an older build (format {format}, revision {revision})")
+        }
+        Found::Replaced { aside } => format!("a fresh cache in place of the damaged one, moved to {}", aside.display()),
+    };
+    match refill_missing(store, refill) {
+        None => log::debug!("{why}: not refilled from the runtimes' state (no core scheduling here)"),
+        Some(Ok(r)) if r.unreadable > 0 => log::warn!(
+            "{why}: recorded {} running containers from the runtimes' state, but failed to read {} more; the next \
+             opener of the cache tries again",
+            r.members.len(),
+            r.unreadable
+        ),
+        Some(Ok(r)) if r.members.is_empty() && matches!(store.found(), Found::Created) => {
+            log::debug!("{why}: no running container with a cookie in the runtimes' state");
+        }
+        Some(Ok(r)) => {
+            let conflicts = match r.conflicts.len() {
+                0 => String::new(),
+                n => format!("; {n} groups hold more than one cookie and converge at their next ensure"),
+            };
+            let line =
+                format!("{why}: recorded {} running containers from the runtimes' state{conflicts}", r.members.len());
+            if matches!(store.found(), Found::Replaced { .. }) { log::warn!("{line}") } else { log::info!("{line}") }
+        }
+        Some(Err(e)) => log::warn!(
+            "{why}: failed to refill it from the runtimes' state: {} (run `oci-coresched-hook rebuild`)",
+            Chain(&e)
+        ),
+    }
+}
+
+/// Fills a stand-in; how many containers it holds.
+fn fill_quietly<K: CoreSched>(store: &Store, refill: &Refill<'_, K>) -> usize {
+    match refill_missing(store, refill) {
+        Some(Ok(r)) => r.members.len(),
+        Some(Err(e)) => {
+            log::debug!("failed to fill the stand-in cache from the runtimes' state: {}", Chain(&e));
+            0
+        }
+        None => 0,
+    }
+}
+
+/// Logs `line` as a warning the first time this process sees `key`, at debug level after that
+/// (a long-running command opens the cache many times).
+fn warn_once(key: &str, line: &str) {
+    static SAID: Mutex<Option<String>> = Mutex::new(None);
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.as_deref() == Some(key) {
+        log::debug!("{line}");
+    } else {
+        log::warn!("{line}");
+        *said = Some(key.to_string());
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -1,0 +1,214 @@
+//! The cache session over the fake kernel: every way a cache can be found that may lack running
+//! containers, and a newer build's cache, each followed by the hook's next ensure of a group
+//! whose member runs: that container joins the running member's cookie, never a new one.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::*;
+use crate::config::Config;
+use crate::hook::{Done, run};
+use crate::kernel::fake::{FakeKernel, FakeProc};
+use crate::oci_state::parse_state;
+use crate::store::Member;
+use crate::system::System;
+
+/// The cookie of the container that ran before the cache was lost.
+const OLD: u64 = 0x01d_c00c;
+/// The cookie a member recorded since holds.
+const NEW: u64 = 0x2e4_c00c;
+
+struct Env {
+    dir: tempfile::TempDir,
+    fp: FakeProc,
+    kernel: FakeKernel,
+}
+
+impl Env {
+    /// Container `r1` of group `web` runs (pid 100, cookie [`OLD`]), and runc's state root says so.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
+        let kernel = FakeKernel::new(fp.procfs());
+        let e = Env { dir, fp, kernel };
+        e.fp.spawn(100, 1000, 0, "/r1").unwrap();
+        e.kernel.force(100, OLD);
+        e.runc("r1", 100, 1000);
+        std::fs::create_dir_all(e.state_dir()).unwrap();
+        std::fs::set_permissions(e.state_dir(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        e
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.state_dir().join("cache.db")
+    }
+
+    /// runc's `<root>/<id>/state.json` for a container of group `web`.
+    fn runc(&self, id: &str, pid: i64, start: u64) {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runtime-state/runc-state.json");
+        let mut st: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
+        st["id"] = json!(id);
+        st["init_process_pid"] = json!(pid);
+        st["init_process_start"] = json!(start);
+        st["config"]["labels"] =
+            json!(["oci-coresched-hook/group=web", format!("bundle={}", self.dir.path().join("no-bundle").display())]);
+        let d = self.dir.path().join("runc").join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("state.json"), serde_json::to_vec(&st).unwrap()).unwrap();
+    }
+
+    fn sys(&self) -> System<&FakeKernel> {
+        System {
+            kernel: &self.kernel,
+            proc: self.fp.procfs(),
+            cgroup_root: self.dir.path().join("cg"),
+            state_dir: self.state_dir(),
+            runtime_roots: vec![RuntimeRoot::runc(self.dir.path().join("runc"))],
+        }
+    }
+
+    /// The createRuntime hook of container `id` (group `web`, init `pid`).
+    fn ensure(&self, id: &str, pid: i64) -> Done {
+        let json = format!(
+            r#"{{"id":"{id}","status":"creating","pid":{pid},"annotations":{{"oci-coresched-hook/group":"web"}}}}"#
+        );
+        let config = Config::default();
+        let d = crate::hook::decide(&parse_state(json.as_bytes()).unwrap(), None, &config).unwrap();
+        std::thread::scope(|s| s.spawn(|| run(&d, &config, &self.sys())).join().unwrap()).unwrap()
+    }
+
+    fn members(&self) -> Vec<(String, u64)> {
+        let s = Store::open(&self.db()).unwrap();
+        s.members("web").unwrap().into_iter().map(|m| (m.container_id, m.cookie)).collect()
+    }
+
+    fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.state_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+#[test]
+fn a_new_cache_is_filled_before_the_first_container_decides() {
+    let e = Env::new();
+    e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
+    e.ensure("c2", 4242);
+    assert_eq!(e.kernel.get(4242).unwrap(), OLD, "c2 joined the running member's cookie");
+    assert_eq!(e.members(), [("r1".to_string(), OLD), ("c2".to_string(), OLD)]);
+}
+
+#[test]
+fn a_damaged_cache_is_moved_aside_and_refilled_before_the_next_container_decides() {
+    let e = Env::new();
+    std::fs::write(e.db(), b"not a database, not even close".repeat(200)).unwrap();
+    e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
+    e.ensure("c2", 4242);
+    assert_eq!(e.kernel.get(4242).unwrap(), OLD);
+    assert_eq!(e.members(), [("r1".to_string(), OLD), ("c2".to_string(), OLD)]);
+    assert!(e.files().iter().any(|f| f.starts_with("cache.db.corrupt-")), "{:?}", e.files());
+}
+
+/// A cache an older build wrote (0.1.0 keeps format 3 but has no `meta`) may have been started
+/// fresh by that build while members ran: the containers it lacks are found in the runtimes'
+/// state, recorded as older than the members recorded since, and the group converges to the
+/// cookie of those older members.
+#[test]
+fn an_older_builds_cache_that_lost_members_is_refilled_and_its_group_converges() {
+    let e = Env::new();
+    e.fp.spawn(300, 3000, 0, "/n1").unwrap();
+    e.kernel.force(300, NEW);
+    {
+        let s = Store::open(&e.db()).unwrap();
+        s.upsert_member(&Member { cookie: NEW, ..Member::new("n1", "web", 300, 3000) }).unwrap();
+    }
+    // As 0.1.0 left it: format 3, none of this revision's additions.
+    {
+        let c = rusqlite::Connection::open(e.db()).unwrap();
+        c.execute_batch("DROP TABLE meta; DROP TABLE member_idle;").unwrap();
+    }
+    e.runc("n1", 300, 3000);
+    e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
+    e.ensure("c2", 4242);
+    assert_eq!(e.kernel.get(4242).unwrap(), OLD, "c2 joined the oldest running member");
+    assert_eq!(e.kernel.get(300).unwrap(), OLD, "the member recorded since converged");
+    assert_eq!(e.members(), [("r1".to_string(), OLD), ("n1".to_string(), OLD), ("c2".to_string(), OLD)]);
+    assert!(!e.files().iter().any(|f| f.starts_with("cache.db.")), "nothing moved aside: {:?}", e.files());
+}
+
+/// A newer build's cache is left exactly as it is; the hook still gives the container its
+/// group's cookie, from the running members the runtimes' state shows, and writes no receipt.
+#[test]
+fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_state() {
+    let e = Env::new();
+    {
+        let s = Store::open(&e.db()).unwrap();
+        s.upsert_member(&Member { cookie: OLD, ..Member::new("r1", "web", 100, 1000) }).unwrap();
+    }
+    {
+        let c = rusqlite::Connection::open(e.db()).unwrap();
+        c.execute_batch("PRAGMA user_version = 9; CREATE TABLE added_by_format_9 (x);").unwrap();
+    }
+    let bytes = std::fs::read(e.db()).unwrap();
+    let mut files = e.files();
+    files.push("lock".into());
+    e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
+    match e.ensure("c2", 4242) {
+        Done::Ensured(out) => assert_eq!(out.via, crate::engine::Via::Shared("r1".into())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.kernel.get(4242).unwrap(), OLD);
+    assert_eq!(std::fs::read(e.db()).unwrap(), bytes, "the newer cache was written");
+    assert_eq!(e.files(), files, "a receipt, a fresh cache or an aside file appeared");
+    // A session says why it works on a stand-in.
+    let config = Config::default();
+    let sys = e.sys();
+    let session = Session::open(&e.state_dir(), Duration::from_secs(1), &Refill::of(&sys, &config)).unwrap();
+    assert_eq!(session.stand_in(), Some(&Unusable::Newer(9)));
+    assert_eq!(session.store().members("web").unwrap().len(), 1, "the stand-in holds the running member");
+}
+
+/// Readers create nothing: no state dir, no cache, nothing refilled.
+#[test]
+fn open_existing_creates_nothing() {
+    let e = Env::new();
+    let config = Config::default();
+    let sys = e.sys();
+    std::fs::remove_dir(e.state_dir()).unwrap();
+    assert!(
+        Session::open_existing(&e.state_dir(), Duration::from_secs(1), &Refill::of(&sys, &config)).unwrap().is_none()
+    );
+    assert!(!e.state_dir().exists());
+}
+
+/// A refill that cannot read a running container's cookie (a unit without CAP_SYS_PTRACE, say)
+/// leaves the refill owed: the next opener tries again, and the first complete one settles it.
+#[test]
+fn a_refill_that_misses_a_container_is_owed_to_the_next_opener() {
+    let e = Env::new();
+    let config = Config::default();
+    let sys = e.sys();
+    let open = || Session::open(&e.state_dir(), Duration::from_secs(1), &Refill::of(&sys, &config)).unwrap();
+    e.kernel.deny(100);
+    let s = open();
+    assert_eq!(*s.store().found(), Found::Created);
+    assert!(s.store().members("web").unwrap().is_empty());
+    drop(s);
+    let s = open();
+    assert_eq!(*s.store().found(), Found::Owed, "the first refill missed r1");
+    drop(s);
+    e.kernel.allow(100);
+    let s = open();
+    assert_eq!(*s.store().found(), Found::Owed);
+    assert_eq!(s.store().members("web").unwrap().len(), 1, "this refill read r1");
+    drop(s);
+    assert_eq!(*open().store().found(), Found::Current, "and settled what was owed");
+}
