@@ -332,6 +332,41 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })
     }
 
+    /// Moves every live member of `group` whose cookie differs from that of its oldest member
+    /// holding one to that cookie: a group whose members ended up with two cookies (a cache that
+    /// lost members and was refilled, a cookie changed behind the hook's back) converges without
+    /// waiting for its next container. Returns the members moved, and the group's cookie (`None`
+    /// when no live member holds one).
+    pub fn converge(&self, group: &str) -> Result<(Option<Cookie>, Vec<String>), EngineError> {
+        let mut dropped = Vec::new();
+        for _ in 0..MAX_SOURCE_ATTEMPTS {
+            let live = self.live_members(group, &mut dropped)?;
+            let Some(src) = live.iter().find(|l| l.cookie != 0) else { return Ok((None, Vec::new())) };
+            let targets: Vec<(String, Pid)> = live
+                .iter()
+                .filter(|l| l.cookie != src.cookie)
+                .map(|l| (l.member.container_id.clone(), l.member.pid))
+                .collect();
+            if targets.is_empty() {
+                return Ok((Some(src.cookie), Vec::new()));
+            }
+            let src_id = membership::init_of(&src.member);
+            match self.relay.share(src_id, src.cookie, &targets) {
+                Ok(()) => {}
+                Err(RelayError::SourceGone) => {
+                    log::info!("member {} died while sharing from it; retrying", src.member.container_id);
+                    continue;
+                }
+                Err(RelayError::Engine(e)) => return Err(e),
+            }
+            for (id, _) in &targets {
+                self.store.set_cookie(id, src.cookie)?;
+            }
+            return Ok((Some(src.cookie), targets.into_iter().map(|(id, _)| id).collect()));
+        }
+        Err(EngineError::Unstable { group: group.to_string(), attempts: MAX_SOURCE_ATTEMPTS })
+    }
+
     /// Gives the init cookie 0 (policy none, or a disabled QoS class) and removes the container
     /// from any group.
     pub fn clear(&self, container_id: &str, pid: Pid) -> Result<Option<Member>, EngineError> {

@@ -14,14 +14,19 @@
 //! - the cookie source is the member's init with its identity (pid + start time) checked, never a
 //!   cached cookie value.
 //!
-//! The caller holds the state lock; the cache is only read.
+//! Before the walk, a group whose live members hold more than one cookie (a cache that lost members
+//! and was refilled, or a member's cookie changed behind the hook's back) is converged to the
+//! cookie of its oldest member holding one ([`Engine::converge`]), as its next ensure would.
+//!
+//! The caller holds the state lock and wraps [`reconcile`] in a transaction (a converge records
+//! the members' new cookies); [`reconcile_groups`] only reads the cache.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use crate::cgroup;
-use crate::engine::{Adopted, EngineError, Relay, kerr};
+use crate::engine::{Adopted, Engine, EngineError, Relay, kerr};
 use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
@@ -82,11 +87,24 @@ pub struct MemberReport {
     pub errors: Vec<String>,
 }
 
+/// A group whose live members held more than one cookie, converged (in a dry run: to converge).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Converged {
+    /// Group key.
+    pub group: String,
+    /// The cookie of its oldest member holding one: the group's.
+    pub cookie: String,
+    /// The members moved to it.
+    pub members: Vec<String>,
+}
+
 /// What `reconcile` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReconcileReport {
     /// Nothing was changed.
     pub dry_run: bool,
+    /// Groups whose members held more than one cookie.
+    pub converged: Vec<Converged>,
     /// Per cached member, by group then age.
     pub members: Vec<MemberReport>,
 }
@@ -112,6 +130,15 @@ impl ReconcileReport {
             self.fixed(),
             self.errors()
         );
+        for c in &self.converged {
+            s.push_str(&format!(
+                "group {} held more than one cookie: {verb} {} to {} ({})\n",
+                c.group,
+                if c.members.len() == 1 { "1 member".to_string() } else { format!("{} members", c.members.len()) },
+                c.cookie,
+                c.members.join(", ")
+            ));
+        }
         for m in &self.members {
             let id: String = m.id.chars().take(20).collect();
             let status = match m.status {
@@ -168,7 +195,57 @@ pub fn reconcile<K: CoreSched>(
     cgroup_root: &Path,
     dry_run: bool,
 ) -> Result<ReconcileReport, EngineError> {
-    reconcile_groups(store, kernel, proc, cgroup_root, dry_run, None)
+    let converged = converge_split_groups(store, kernel, proc, dry_run)?;
+    let mut report = reconcile_groups(store, kernel, proc, cgroup_root, dry_run, None)?;
+    report.converged = converged;
+    Ok(report)
+}
+
+/// Converges every group whose live members hold more than one cookie (reports them in a dry
+/// run). A group that cannot be converged is logged and left to its next ensure.
+fn converge_split_groups<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    dry_run: bool,
+) -> Result<Vec<Converged>, EngineError> {
+    let mut groups: std::collections::BTreeMap<String, Vec<(String, Cookie)>> = Default::default();
+    for m in store.all_members()? {
+        match membership::state(proc, kernel, &m) {
+            State::Alive(cookie) => groups.entry(m.group.clone()).or_default().push((m.container_id, cookie)),
+            State::CookieUnreadable(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (group, members) in groups {
+        // Oldest first (the cache's order): the first holding a cookie defines the group's.
+        let Some(&(_, cookie)) = members.iter().find(|(_, c)| *c != 0) else { continue };
+        let off: Vec<String> = members.iter().filter(|(_, c)| *c != cookie).map(|(id, _)| id.clone()).collect();
+        if off.is_empty() {
+            continue;
+        }
+        if dry_run {
+            out.push(Converged { group, cookie: CookieHex(cookie).to_string(), members: off });
+            continue;
+        }
+        match Engine::new(kernel, proc, store).converge(&group) {
+            Ok((Some(cookie), moved)) if !moved.is_empty() => {
+                log::info!(
+                    "reconcile: group {group} held more than one cookie: moved {} to its oldest member's cookie {}",
+                    moved.join(", "),
+                    CookieHex(cookie)
+                );
+                out.push(Converged { group, cookie: CookieHex(cookie).to_string(), members: moved });
+            }
+            Ok(_) => {}
+            Err(EngineError::Kernel { op, source }) if source.is_unsupported() => {
+                return Err(EngineError::Kernel { op, source });
+            }
+            Err(e) => log::warn!("reconcile: failed to converge group {group}: {}", Chain(&e)),
+        }
+    }
+    Ok(out)
 }
 
 /// [`reconcile`] walking only the cgroups of the members of `groups` (`None`: every group); the
@@ -314,7 +391,7 @@ pub fn reconcile_groups<K: CoreSched>(
             Err(e) => r.errors.push(Chain(&e).to_string()),
         }
     }
-    Ok(ReconcileReport { dry_run, members: reports })
+    Ok(ReconcileReport { dry_run, converged: Vec::new(), members: reports })
 }
 
 #[cfg(test)]

@@ -173,3 +173,40 @@ fn adopt_reports_exited_targets_and_a_gone_source() {
     w.fp.kill(100, 1).unwrap();
     assert!(matches!(engine.adopt(src, c, &[t300]), Err(EngineError::TargetGone(100))));
 }
+
+/// A group whose live members hold two cookies (a cache that lost members and was refilled)
+/// converges to its oldest member's cookie at the sweep, and the processes exec'd into the moved
+/// member follow; a dry run only reports it.
+#[test]
+fn a_group_holding_two_cookies_converges_to_its_oldest_members() {
+    let w = World::new();
+    let old = w.container("a1", "web", 100, "/pod1/a1");
+    // a2 recorded in web with a cookie of its own, behind the hook's back (as after a lost cache).
+    w.spawn(200, "/pod2/a2");
+    w.kernel.force(200, 0x5e_c0de);
+    let t = w.proc.task(200).unwrap().unwrap();
+    w.store
+        .upsert_member(&crate::store::Member {
+            cookie: 0x5e_c0de,
+            labels: Labels { cgroup: Some("/pod2/a2".into()), ..Default::default() },
+            ..crate::store::Member::new("a2", "web", 200, t.start_time)
+        })
+        .unwrap();
+    w.spawn(300, "/pod2/a2"); // exec'd into a2 under its old cookie
+    w.kernel.force(300, 0x5e_c0de);
+
+    let dry = w.reconcile(true);
+    assert_eq!(
+        dry.converged,
+        [Converged { group: "web".into(), cookie: CookieHex(old).to_string(), members: vec!["a2".into()] }]
+    );
+    assert_eq!(w.cookie(200), 0x5e_c0de, "a dry run changes nothing");
+    assert!(dry.render().contains("group web held more than one cookie: would fix 1 member to "), "{}", dry.render());
+
+    let r = w.reconcile(false);
+    assert_eq!(r.converged.len(), 1);
+    assert_eq!(w.cookie(200), old);
+    assert_eq!(w.cookie(300), old, "the exec'd process followed in the same sweep");
+    assert_eq!(w.store.member("a2").unwrap().unwrap().cookie, old);
+    assert!(w.reconcile(false).converged.is_empty(), "converged once");
+}
