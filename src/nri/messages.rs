@@ -19,6 +19,9 @@ pub const PLUGIN_SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
 pub mod event {
     /// `CREATE_CONTAINER`.
     pub const CREATE_CONTAINER: u32 = 4;
+    /// `START_CONTAINER`: sent (as a `StateChange`) once the container's task exists, its init
+    /// created but not started, and answered before the runtime starts it.
+    pub const START_CONTAINER: u32 = 6;
 
     /// The subscription mask of a list of events.
     pub fn mask(events: &[u32]) -> i32 {
@@ -309,6 +312,38 @@ impl Message for CreateContainerRequest {
         match field {
             1 => self.pod = Some(PodSandbox::decode(v.bytes(1)?)?),
             2 => self.container = Some(Container::decode(v.bytes(2)?)?),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// `StateChangeEvent`: a lifecycle event the plugin subscribed to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateChangeEvent {
+    /// 1: the event (`event::*`).
+    pub event: u32,
+    /// 2: the pod.
+    pub pod: Option<PodSandbox>,
+    /// 3: the container.
+    pub container: Option<Container>,
+}
+
+impl Message for StateChangeEvent {
+    fn encode(&self, w: &mut Writer) {
+        w.varint(1, u64::from(self.event));
+        if let Some(p) = &self.pod {
+            w.message(2, &p.to_bytes());
+        }
+        if let Some(c) = &self.container {
+            w.message(3, &c.to_bytes());
+        }
+    }
+    fn merge(&mut self, field: u32, v: Value<'_>) -> Result<(), DecodeError> {
+        match field {
+            1 => self.event = v.varint(1)? as u32,
+            2 => self.pod = Some(PodSandbox::decode(v.bytes(2)?)?),
+            3 => self.container = Some(Container::decode(v.bytes(3)?)?),
             _ => {}
         }
         Ok(())

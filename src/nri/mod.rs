@@ -65,8 +65,10 @@ use wire::WireError;
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 /// The hook path injected by default: where the packages install the binary on the host.
 pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/oci-coresched-hook";
-/// What the plugin subscribes to.
-pub const EVENTS: [u32; 1] = [event::CREATE_CONTAINER];
+/// What the plugin subscribes to: CreateContainer (the hook injected), and StartContainer (a
+/// container created while the plugin was away, which got no hook, is given its cookie before
+/// the runtime starts it).
+pub const EVENTS: [u32; 2] = [event::CREATE_CONTAINER, event::START_CONTAINER];
 /// How long registration and configuration may take before the plugin reconnects (NRI's own
 /// limit is 5 s), however the runtime's bytes arrive.
 pub(super) const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(10);

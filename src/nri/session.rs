@@ -16,7 +16,7 @@ use super::catchup;
 use super::ignored::{Ignored, Kind};
 use super::messages::{
     ConfigureRequest, ConfigureResponse, CreateContainerRequest, CreateContainerResponse, Empty, PLUGIN_SERVICE,
-    RUNTIME_SERVICE, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse, event,
+    RUNTIME_SERVICE, RegisterPluginRequest, StateChangeEvent, SynchronizeRequest, SynchronizeResponse, event,
 };
 use super::proto::{self, Message};
 use super::ttrpc::{Request, Response, code};
@@ -49,7 +49,19 @@ pub(super) struct Session<'a> {
     sync: SynchronizeRequest,
     /// What this connection ignored or refused, logged in bursts.
     ignored: Ignored,
+    /// Containers this connection injected the hook into and that have not started yet: their
+    /// StartContainer needs nothing (the hook ran at createRuntime, before it).
+    adjusted: std::collections::BTreeSet<String>,
 }
+
+/// At most this many adjusted containers are remembered until they start (one created and never
+/// started stays until the connection ends; past the bound the set starts over, and a start then
+/// costs one idempotent catch-up).
+const MAX_ADJUSTED: usize = 4096;
+
+/// How long a catch-up at StartContainer waits for the state lock: the runtime gives a plugin 2 s
+/// to answer (NRI's default request timeout) and drops a plugin that takes longer.
+const START_LOCK_TIMEOUT_MS: u64 = 1000;
 
 /// What a request asks of the session once its response is sent.
 enum After {
@@ -71,6 +83,7 @@ impl<'a> Session<'a> {
             threads: Vec::new(),
             sync: SynchronizeRequest::default(),
             ignored: Ignored::default(),
+            adjusted: std::collections::BTreeSet::new(),
         }
     }
 
@@ -186,7 +199,7 @@ impl<'a> Session<'a> {
             "Configure" => match ConfigureRequest::decode(&req.payload) {
                 Ok(c) => {
                     log::info!(
-                        "configured by {} {}; subscribing to CreateContainer",
+                        "configured by {} {}; subscribing to CreateContainer and StartContainer",
                         c.runtime_name.escape_debug(),
                         c.runtime_version.escape_debug()
                     );
@@ -207,9 +220,15 @@ impl<'a> Session<'a> {
                 Err(e) => self.undecodable("Synchronize", e),
             },
             "CreateContainer" => self.create_container(&req.payload),
+            "StateChange" => match StateChangeEvent::decode(&req.payload) {
+                Ok(e) if e.event == event::START_CONTAINER => self.start_container(e),
+                // Not subscribed to; answered with nothing to change should a runtime send them.
+                Ok(_) => (Response::ok(&Empty), After::Nothing),
+                Err(e) => self.undecodable("StateChange", e),
+            },
             "Shutdown" => (Response::ok(&Empty), After::Shutdown),
             // Not subscribed to; answered with nothing to change should a runtime call them anyway.
-            "StateChange" | "StopContainer" | "UpdateContainer" => (Response::ok(&Empty), After::Nothing),
+            "StopContainer" | "UpdateContainer" => (Response::ok(&Empty), After::Nothing),
             other => {
                 self.ignored
                     .note(Kind::UnknownCall, Level::Warn, || format!("the runtime called unknown method {other:?}"));
@@ -262,7 +281,49 @@ impl<'a> Session<'a> {
                 pod.id.escape_debug()
             ),
         }
+        if adjust.is_some() {
+            if self.adjusted.len() >= MAX_ADJUSTED {
+                self.adjusted.clear();
+            }
+            self.adjusted.insert(ctr.id.clone());
+        }
         (Response::ok(&CreateContainerResponse { adjust }), After::Nothing)
+    }
+
+    /// StartContainer: the container's task exists and its init waits to run. One this connection
+    /// injected the hook into needs nothing. Any other (created while the plugin was away or
+    /// restarting, so without the hook, and not yet started at the catch-up) is caught up here,
+    /// before the answer: the runtime starts it once it has its group's cookie. The lock is waited
+    /// for at most [`START_LOCK_TIMEOUT_MS`], within the runtime's 2 s for an answer; a catch-up
+    /// that fails is logged, and only with `fail_closed` refuses the start.
+    fn start_container(&mut self, e: StateChangeEvent) -> (Response, After) {
+        let pod = e.pod.unwrap_or_default();
+        let ctr = e.container.unwrap_or_default();
+        if self.adjusted.remove(&ctr.id) || adjust::is_sandbox(&pod, &ctr) {
+            return (Response::ok(&Empty), After::Nothing);
+        }
+        let config =
+            Config { lock_timeout_ms: self.config.lock_timeout_ms.min(START_LOCK_TIMEOUT_MS), ..self.config.clone() };
+        let sys = System::new(self.opts.surroundings.clone());
+        let task_root = Path::new(catchup::CONTAINERD_TASK_ROOT);
+        let s = catchup::catch_up(std::slice::from_ref(&pod), std::slice::from_ref(&ctr), &config, &sys, task_root);
+        log::info!(
+            "container {} (pod {}/{}) starts without the hook (created while the plugin was away): caught up before \
+             its start: {} ensured, {} already set, {} cleared, {} skipped, {} failed",
+            ctr.id.escape_debug(),
+            pod.namespace.escape_debug(),
+            pod.name.escape_debug(),
+            s.ensured,
+            s.already,
+            s.cleared,
+            s.skipped,
+            s.failed
+        );
+        if s.failed > 0 && self.config.fail_closed {
+            let msg = format!("failed to give container {} its core-scheduling cookie (fail_closed)", ctr.id);
+            return (Response::error(code::UNKNOWN, msg), After::Nothing);
+        }
+        (Response::ok(&Empty), After::Nothing)
     }
 
     fn spawn_catch_up(&mut self, sync: SynchronizeRequest) {
@@ -356,8 +417,29 @@ mod tests {
     }
 
     #[test]
-    fn configure_subscribes_to_create_container_only() {
+    fn configure_subscribes_to_create_container_and_start_container() {
         let r = session_handle(&request("Configure", ConfigureRequest::default().to_bytes()), false);
-        assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, 1 << 3);
+        assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, (1 << 3) | (1 << 5));
+    }
+
+    /// A StartContainer of a container this connection adjusted, of a sandbox, or of no event the
+    /// plugin acts on answers at once, with nothing to change.
+    #[test]
+    fn start_container_of_an_adjusted_container_needs_nothing() {
+        let opts = test_options();
+        let config = Config::default();
+        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        let pod = messages::PodSandbox { id: "sb".into(), ..Default::default() };
+        let ctr = messages::Container { id: "c1".into(), pod_sandbox_id: "sb".into(), ..Default::default() };
+        let create = messages::CreateContainerRequest { pod: Some(pod.clone()), container: Some(ctr.clone()) };
+        assert_eq!(s.handle(&request("CreateContainer", create.to_bytes())).0.code(), code::OK);
+        assert!(s.adjusted.contains("c1"));
+        let start = StateChangeEvent { event: event::START_CONTAINER, pod: Some(pod), container: Some(ctr) };
+        let r = s.handle(&request("StateChange", start.to_bytes())).0;
+        assert_eq!((r.code(), r.payload.len()), (code::OK, 0));
+        assert!(s.adjusted.is_empty(), "remembered until it starts, not longer");
+        let other = StateChangeEvent { event: 7, ..Default::default() };
+        assert_eq!(s.handle(&request("StateChange", other.to_bytes())).0.code(), code::OK);
+        assert_eq!(s.handle(&request("StateChange", vec![0xff])).0.code(), code::INVALID_ARGUMENT);
     }
 }

@@ -8,6 +8,8 @@ use super::proto::{DecodeError, Message, Value, Writer};
 pub mod code {
     /// `OK`.
     pub const OK: i32 = 0;
+    /// `UNKNOWN`.
+    pub const UNKNOWN: i32 = 2;
     /// `INVALID_ARGUMENT`.
     pub const INVALID_ARGUMENT: i32 = 3;
     /// `RESOURCE_EXHAUSTED`.

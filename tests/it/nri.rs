@@ -105,7 +105,7 @@ fn registers_configures_and_adjusts_exactly() {
     for line in [
         "connected to ",
         "registered as NRI plugin 10-oci-coresched-hook",
-        "configured by fake 0.6.1; subscribing to CreateContainer",
+        "configured by fake 0.6.1; subscribing to CreateContainer and StartContainer",
         "container c1 (pod tenant-a/web-0): injecting the hook",
         "container sb1 is pod sb1's sandbox: left as it is",
         "answering an undecodable ttrpc request with an error",
@@ -295,6 +295,60 @@ fn synchronize_gives_running_containers_their_cookies() {
         if log.matches("catch-up done").count() >= 2 { Ok(()) } else { Err(log) }
     });
     assert!(plugin.log().contains("catch-up done: 0 ensured, 1 already set"), "{}", plugin.log());
+}
+
+/// A container created while the plugin was away (so without the hook) and started once it is
+/// back: the catch-up at `Synchronize` cannot act on it (created, no init yet), so the plugin
+/// gives it its group's cookie at its StartContainer, before answering: the runtime starts it
+/// with the cookie. One the plugin adjusted itself is left to its hook.
+#[cfg(feature = "fake-kernel")]
+#[test]
+fn start_container_catches_up_a_container_created_while_the_plugin_was_away() {
+    use oci_coresched_hook::nri::messages::StateChangeEvent;
+    let world = crate::common::World::fake_kernel("nri-start", "");
+    let socket = world.path("nri.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (p1, p2) = (world.spawn(), world.spawn());
+    let mut cmd = world.cmd(&["nri", "--socket", socket.to_str().unwrap(), "--hook-path", HOOK_PATH]);
+    cmd.env_remove("RUST_LOG");
+    let plugin = Plugin::spawn(cmd, world.root());
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    let mut p = pod();
+    p.annotations.remove("io.kubernetes.pod.namespace");
+    let mut created = container("c-early", 0, &[]);
+    created.state = state::CREATED;
+    rt.synchronize(vec![p.clone()], vec![created.clone()]);
+    plugin.wait_for_log("catch-up done");
+    assert!(plugin.log().contains("container c-early is created but has no init yet: caught up when it starts"));
+    assert!(fakeworld::members(&world.list()).is_empty());
+
+    // Its task exists now: its init is p1; StartContainer comes before the runtime starts it.
+    created.pid = p1 as u32;
+    let start = StateChangeEvent { event: 6, pod: Some(p.clone()), container: Some(created) };
+    let r = rt.call("StateChange", start.to_bytes());
+    assert_eq!((r.code(), r.payload.len()), (code::OK, 0), "{r:?}");
+    let rows = fakeworld::members(&world.list());
+    assert_eq!(rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect::<Vec<_>>(), [("tenant-a/web", "c-early")]);
+    assert_ne!(world.cookie(p1), "0x0", "the cookie was given before the answer");
+
+    // One this plugin adjusted: its hook does the work, the start needs nothing.
+    let late = container("c-late", p2 as u32, &[]);
+    let req = CreateContainerRequest { pod: Some(p.clone()), container: Some(late.clone()) };
+    assert_eq!(rt.call("CreateContainer", req.to_bytes()).code(), code::OK);
+    let start = StateChangeEvent { event: 6, pod: Some(p), container: Some(late) };
+    assert_eq!(rt.call("StateChange", start.to_bytes()).code(), code::OK);
+    assert_eq!(world.cookie(p2), "0x0", "left to the hook the plugin injected");
+    let log = plugin.log();
+    assert!(log.contains("container c-early (pod tenant-a/web-0) starts without the hook"), "{log}");
+    assert!(!log.contains("container c-late (pod tenant-a/web-0) starts without the hook"), "{log}");
+}
+
+#[cfg(not(feature = "fake-kernel"))]
+#[test]
+fn start_container_catches_up_a_container_created_while_the_plugin_was_away() {
+    fakeworld::needs_feature("start_container_catches_up_a_container_created_while_the_plugin_was_away", "fake-kernel");
 }
 
 #[cfg(not(feature = "fake-kernel"))]

@@ -152,7 +152,11 @@ impl Runtime {
         };
         let r = self.call("Configure", c.to_bytes());
         assert_eq!(r.code(), code::OK, "{r:?}");
-        assert_eq!(ConfigureResponse::decode(&r.payload).unwrap().events, 1 << 3, "CreateContainer only");
+        assert_eq!(
+            ConfigureResponse::decode(&r.payload).unwrap().events,
+            (1 << 3) | (1 << 5),
+            "CreateContainer and StartContainer"
+        );
     }
 
     pub(crate) fn synchronize(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
