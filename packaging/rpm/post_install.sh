@@ -29,6 +29,8 @@ else
         if systemctl --quiet is-enabled oci-coresched-hook-reconcile.service >/dev/null 2>&1; then
             systemctl restart oci-coresched-hook-reconcile.service >/dev/null 2>&1 || :
         fi
-        systemctl try-restart oci-coresched-hook-gc.timer >/dev/null 2>&1 || :
+        # Every other unit that runs (the NRI plugin's service, started by an admin) picks up
+        # the new binary too.
+        systemctl try-restart oci-coresched-hook-gc.timer oci-coresched-hook-nri.service >/dev/null 2>&1 || :
     fi
 fi
