@@ -14,6 +14,10 @@
 #           with SystemdCgroup = true), the NRI unit and one base_runtime_spec pod
 #   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
 #   exec    tests/field/exec.sh: the exec window, with the follower unit
+#   upgrade tests/field/upgrade.py: the previous release (in/previous.deb) installed on a node
+#           without the package, pods of three groups on containerd's NRI with the systemd cgroup
+#           driver, then the upgrade to this .deb, the rollback and the upgrade again, with
+#           containers created throughout; the package is purged afterwards
 #   daemonset  tests/field/daemonset.py: packaging/kubernetes/daemonset.yaml run as kubelet would
 #           (tests/field/kubelet.py), after everything else: it purges the package first
 # containerd is Debian's containerd.service, (re)started by the parts once they have written its
@@ -29,7 +33,7 @@ export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
 PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec) # between units.sh check and units.sh remove
-PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} daemonset} "
+PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} upgrade daemonset} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
 GEN=/tmp/cri-gen # CRI's api.proto compiled once per boot (cri.py), reused by nri.py and exec_cri.py
@@ -217,6 +221,29 @@ note "hook log: $(grep -c 'decision' "$X/hook.log" 2>/dev/null) decisions, $(gre
 if want units; then
     phase units-remove
     part "units (apt remove, apt purge)" tests/field/units.sh remove
+fi
+# upgrade: on a node without the package (units.sh remove purged it; purged here when that part did
+# not run), containerd on NRI with kubelet's systemd cgroup driver, as the upgrade test wants it.
+part_upgrade() {
+    phase upgrade
+    local old_version new_version
+    old_version=$(dpkg-deb -f "$IN/previous.deb" Version | sed 's/-[^-]*$//')
+    new_version=$(dpkg-deb -f "$IN/oci-coresched-hook.deb" Version | sed 's/-[^-]*$//')
+    if dpkg-query -W -f='${Status}' oci-coresched-hook 2>/dev/null | grep -q 'install ok'; then
+        quiet "$X/upgrade-purge.log" env DEBIAN_FRONTEND=noninteractive apt-get purge -y oci-coresched-hook
+    fi
+    cp packaging/containerd/base-runtime-spec.json /etc/containerd/oci-coresched-hook-base-spec.json
+    containerd_with packaging/containerd/config-1.7-nri.toml tests/field/containerd-systemd-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    part "upgrade $old_version -> $new_version, rollback, upgrade again" \
+        python3 tests/field/upgrade.py "$GEN" "$IN/previous.deb" "$old_version" "$IN/oci-coresched-hook.deb" "$new_version"
+    systemctl stop containerd
+    timed "apt purge (after the upgrade part)" quiet "$X/upgrade-purge.log" \
+        env DEBIAN_FRONTEND=noninteractive apt-get purge -y oci-coresched-hook ||
+        bad "apt purge after the upgrade part failed: $(tail -n 5 "$X/upgrade-purge.log")"
+}
+if want upgrade; then
+    part_upgrade
 fi
 if want daemonset; then
     phase daemonset

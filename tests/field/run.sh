@@ -5,7 +5,9 @@
 # tests/field/guest.sh in it as a service: the .deb installed with apt and its systemd units,
 # containerd 1.7 CRI pods wired by base_runtime_spec as packaging/containerd/ documents and by the
 # NRI unit, podman 5 with crun and runc through the packaged hooks.d file, the exec window with the
-# follower unit. Cookies are read by util-linux coresched.
+# follower unit, an upgrade from the previous release (tests/field/previous-release.sh builds its
+# .deb from this repository's history, cached by commit), its rollback and the upgrade again.
+# Cookies are read by util-linux coresched.
 #
 #   tests/field/run.sh [--update-fixtures]
 #
@@ -54,10 +56,15 @@ for b in "$PROBE" "$STORM"; do
 done
 log "exec-window probe and fork storm built in $(($(date +%s) - t0)) s"
 
+# The previous release's .deb, for the upgrade part (built from this repository's history once,
+# cached by commit).
+PREV_DEB=$(tests/field/previous-release.sh)
+
 X=$(mktemp -d "${TMPDIR:-/tmp}/och-field.XXXXXX")
 chmod 755 "$X"
 mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
+cp -- "$PREV_DEB" "$X/in/previous.deb"
 cp -- "$STORM" "$X/in/fork-storm"
 python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window"
 # The DaemonSet part's node installer image, as `make package` builds it (the part fails without it).
