@@ -261,3 +261,31 @@ fn reconcile_service_follows_with_two_capabilities_in_the_host_network_namespace
         assert_eq!(values(&u, section, key), [value.as_str()], "[{section}] {key} as in the NRI service");
     }
 }
+
+/// The version a user can name is one version everywhere: the DaemonSet's image tag (which
+/// `scripts/package.sh` builds as `localhost/oci-coresched-hook:<version>`), the install commands
+/// of README and packaging/README.md, and a release section of CHANGELOG.md; the previous
+/// release the upgrade test installs is an older one, recorded with its commit.
+#[test]
+fn the_version_is_named_the_same_everywhere() {
+    let version = env!("CARGO_PKG_VERSION");
+    let ds = read("packaging/kubernetes/daemonset.yaml");
+    let tags: Vec<&str> = ds.lines().filter_map(|l| l.trim().strip_prefix("image: ")).collect();
+    assert!(!tags.is_empty());
+    for t in &tags {
+        assert_eq!(*t, format!("localhost/oci-coresched-hook:{version}"), "daemonset.yaml");
+    }
+    for doc in ["README.md", "packaging/README.md"] {
+        let text = read(doc);
+        assert!(text.contains(&format!("oci-coresched-hook_{version}-1_amd64.deb")), "{doc} installs another .deb");
+        assert!(text.contains(&format!("oci-coresched-hook-{version}-1.x86_64.rpm")), "{doc} installs another .rpm");
+    }
+    assert!(read("CHANGELOG.md").contains(&format!("\n## {version} ")), "CHANGELOG.md has no section for {version}");
+    let prev = read("tests/field/previous-release.txt");
+    let line = prev.lines().find(|l| !l.starts_with('#')).expect("a release line");
+    let (pv, commit) = line.split_once(' ').expect("VERSION COMMIT");
+    assert!(commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "{commit}");
+    let num = |v: &str| v.split('.').map(|p| p.parse::<u32>().unwrap()).collect::<Vec<_>>();
+    assert!(num(pv) < num(version), "the previous release {pv} is not older than {version}");
+    assert!(read("CHANGELOG.md").contains(&format!("\n## {pv} ")), "CHANGELOG.md has no section for {pv}");
+}
