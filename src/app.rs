@@ -109,6 +109,7 @@ fn run_command(cli: Cli) -> ExitCode {
             in_system(&cli, |sys| commands::rebuild(&sys, &config, runc_root, crun_root, *json))
         }
         Command::Metrics { output } => in_system(&cli, |sys| commands::metrics(&sys, &config, output.as_ref())),
+        Command::Audit { json } => audit(&cli, &config, *json),
         Command::Nri { socket, plugin_name, plugin_index, hook_path, once } => in_state_dir(&cli, |d| {
             let opts = crate::nri::Options {
                 socket: socket.clone(),
@@ -294,6 +295,25 @@ fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
 /// their containers' hooks wrote).
 fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitCode {
     finish(choice::choose(cli.state_dir.as_deref(), &ThisProcess).map_err(anyhow::Error::from).and_then(|d| f(&d)))
+}
+
+/// `audit`: 0 clean, 1 violations (printed), 2 when what it reads is unusable (the error printed).
+fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
+    let d = match choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
+        Ok(d) => d,
+        Err(e) => {
+            print_error(&e.into());
+            return ExitCode::Usage;
+        }
+    };
+    match commands::audit(&System::new(Surroundings::of_this_process(d)), config, json) {
+        Ok(0) => ExitCode::Success,
+        Ok(_) => ExitCode::Failure,
+        Err(e) => {
+            print_error(&e);
+            ExitCode::Usage
+        }
+    }
 }
 
 /// [`in_state_dir`] with the [`System`] built over that state dir.

@@ -184,6 +184,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check every thread of every process against its group's cookie, read-only: exit 0 when
+    /// clean, 1 with one line per violation, 2 when /proc, the cache or the kernel cannot be read
+    Audit {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Print Prometheus metrics (text format, for node_exporter's textfile collector)
     Metrics {
         /// Write atomically to FILE instead of stdout (e.g. /var/lib/node_exporter/oci-coresched-hook.prom)

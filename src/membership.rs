@@ -128,6 +128,51 @@ pub fn owner<'a, T>(cg: &str, candidates: impl IntoIterator<Item = (&'a str, &'a
     if ambiguous { None } else { best.map(|(_, _, item)| item) }
 }
 
+/// [`owner`] for many lookups: the members' cgroup keys indexed once, then each lookup walks up the
+/// process's cgroup (the cgroup itself, then each parent), so its cost is the cgroup's depth, not
+/// the number of members. The same answer as [`owner`] for every cgroup.
+#[derive(Debug)]
+pub struct Owners<T> {
+    /// Key -> (group, handle), `None` when members of different groups share the key.
+    by_key: std::collections::HashMap<String, Option<(String, T)>>,
+}
+
+impl<T: Clone> Owners<T> {
+    /// The index of `candidates`, each a member's cgroup key ([`cgroup_key`]), its group and the
+    /// caller's handle.
+    pub fn new<'a>(candidates: impl IntoIterator<Item = (&'a str, &'a str, T)>) -> Self {
+        let mut by_key: std::collections::HashMap<String, Option<(String, T)>> = std::collections::HashMap::new();
+        for (key, group, item) in candidates {
+            let key = key.trim_end_matches('/').to_string();
+            match by_key.get_mut(&key) {
+                None => {
+                    by_key.insert(key, Some((group.to_string(), item)));
+                }
+                Some(slot) => {
+                    if slot.as_ref().is_some_and(|(g, _)| g != group) {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        Self { by_key }
+    }
+
+    /// The owner of a process whose own cgroup is `cg` ([`owner`]'s rule).
+    pub fn owner(&self, cg: &str) -> Option<&T> {
+        let mut at = cg.trim_end_matches('/');
+        loop {
+            if let Some(slot) = self.by_key.get(at) {
+                return slot.as_ref().map(|(_, item)| item);
+            }
+            match at.rfind('/') {
+                Some(i) if i > 0 => at = &at[..i],
+                _ => return None,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "membership_tests.rs"]
 mod tests;

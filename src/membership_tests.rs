@@ -237,3 +237,41 @@ fn reconcile_and_the_follower_give_a_process_to_the_same_owner_for_every_path_sh
         assert_eq!(by_follower(&w), want, "{}: the follower's route", case.name);
     }
 }
+
+/// The index answers exactly as [`owner`] for nested, shared and unrelated cgroups.
+#[test]
+fn the_owners_index_answers_as_owner_does() {
+    let candidates = [
+        ("/kubepods/pod1", "g1", 1),
+        ("/kubepods/pod1/c1", "g1", 2),
+        ("/kubepods/pod1/c2", "g2", 3),
+        ("/kubepods/pod2/shared", "g1", 4),
+        ("/kubepods/pod2/shared", "g2", 5),
+        ("/kubepods/pod3/same", "g3", 6),
+        ("/kubepods/pod3/same", "g3", 7),
+    ];
+    let index = Owners::new(candidates);
+    for cg in [
+        "/kubepods/pod1",
+        "/kubepods/pod1/c1",
+        "/kubepods/pod1/c1/sub/deeper",
+        "/kubepods/pod1/c2",
+        "/kubepods/pod1/c3",
+        "/kubepods/pod1x",
+        "/kubepods/pod2/shared",
+        "/kubepods/pod2/shared/x",
+        "/kubepods/pod2",
+        "/kubepods/pod3/same/x",
+        "/",
+        "/other",
+    ] {
+        let want = owner(cg, candidates);
+        let got = index.owner(cg).copied();
+        // For a key two members of one group share, either handle is that group's.
+        let same_group = |a: Option<i32>, b: Option<i32>| {
+            let g = |i: Option<i32>| i.map(|i| candidates.iter().find(|c| c.2 == i).unwrap().1);
+            g(a) == g(b)
+        };
+        assert!(same_group(got, want), "{cg}: index {got:?}, owner {want:?}");
+    }
+}

@@ -124,6 +124,107 @@ struct Candidate {
     cookie: Cookie,
 }
 
+/// A container the runtimes run, with its init (start time checked) and what the hook would
+/// decide for it.
+#[derive(Debug)]
+pub struct Running {
+    /// What its runtime's state says.
+    pub c: RuntimeContainer,
+    /// The root it was found in.
+    pub root: PathBuf,
+    /// Its init, alive with the recorded start time.
+    pub task: TaskId,
+    /// The hook's decision (lifecycle ensure).
+    pub decision: Decision,
+}
+
+/// What [`scan`] found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Roots scanned.
+    pub roots: Vec<RootScan>,
+    /// Running containers, in root order.
+    pub running: Vec<Running>,
+    /// Containers not running, unreadable or undecidable, and why.
+    pub skipped: Vec<Skipped>,
+    /// Containers whose `/proc` entry could not be read (among `skipped`).
+    pub unreadable: usize,
+}
+
+/// The containers `roots` show running: each read once (the first root wins), its init checked
+/// against `/proc` (pid and start time), and decided as the hook would
+/// ([`ContainerInput::from_runtime`]). Reads only.
+pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
+    let mut out = Scan::default();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for root in roots {
+        let mut scanned = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
+        let dirs = match runtimes::container_dirs(&root.path) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                out.roots.push(scanned);
+                continue;
+            }
+            Err(e) => {
+                scanned.present = true;
+                out.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason: Chain(&e).to_string() });
+                out.roots.push(scanned);
+                continue;
+            }
+        };
+        scanned.present = true;
+        scanned.containers = dirs.len();
+        out.roots.push(scanned);
+        for (id, dir) in dirs {
+            let skip = |reason: String| Skipped { id: id.clone(), root: root.path.clone(), reason };
+            if let Some(first) = seen.get(&id) {
+                out.skipped.push(skip(format!("already found in {}", first.display())));
+                continue;
+            }
+            seen.insert(id.clone(), root.path.clone());
+            let parsed = match root.kind {
+                RuntimeKind::Runc => runtimes::read_runc(&dir, &id),
+                RuntimeKind::Crun => runtimes::read_crun(&dir, &id),
+            };
+            let c = match parsed {
+                Ok(c) => c,
+                Err(e) => {
+                    out.skipped.push(skip(format!("unreadable: {}", Chain(&e))));
+                    continue;
+                }
+            };
+            let pid = match Pid::try_from(c.pid) {
+                Ok(p) if p > 0 => p,
+                _ => {
+                    out.skipped.push(skip(format!("not running (pid {})", c.pid)));
+                    continue;
+                }
+            };
+            let task = match proc.task(pid) {
+                Ok(Some(t)) if t.start_time == c.start_time => t,
+                Ok(Some(_)) => {
+                    out.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
+                    continue;
+                }
+                Ok(None) => {
+                    out.skipped.push(skip(format!("dead: pid {pid} does not exist")));
+                    continue;
+                }
+                Err(e) => {
+                    out.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
+                    out.unreadable += 1;
+                    continue;
+                }
+            };
+            match ContainerInput::from_runtime(&c).decide(config) {
+                Ok(decision) => out.running.push(Running { c, root: root.path.clone(), task, decision }),
+                Err(e) => out.skipped.push(skip(e.to_string())),
+            }
+        }
+    }
+    out
+}
+
 /// Scans `roots` and records every running container as a member of its group. See the module
 /// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
 /// kernel without core scheduling.
@@ -135,135 +236,72 @@ pub fn rebuild<K: CoreSched>(
     config: &Config,
     fill: Fill,
 ) -> Result<RebuildReport, EngineError> {
+    let found = scan(roots, proc, config);
     let mut report = RebuildReport {
-        roots: Vec::new(),
+        roots: found.roots,
         members: Vec::new(),
-        skipped: Vec::new(),
+        skipped: found.skipped,
         conflicts: Vec::new(),
-        unreadable: 0,
+        unreadable: found.unreadable,
     };
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut candidates = Vec::new();
-    for root in roots {
-        let mut scan = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
-        let dirs = match runtimes::container_dirs(&root.path) {
-            Ok(Some(d)) => d,
-            Ok(None) => {
-                report.roots.push(scan);
+    for Running { c, root, task, decision } in found.running {
+        let id = c.id.clone();
+        let pid = task.pid;
+        let skip = |reason: String| Skipped { id: id.clone(), root: root.clone(), reason };
+        if fill == Fill::Missing && store.member(&c.id)?.is_some() {
+            continue;
+        }
+        if matches!(decision.action, Action::Skip | Action::Forget) {
+            report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
+            continue;
+        }
+        let cookie = match kernel.get(pid) {
+            Ok(c) => c,
+            Err(KernelError::NoSuchProcess(_)) => {
+                report.skipped.push(skip(format!("dead: pid {pid} exited")));
                 continue;
             }
+            Err(e) if e.is_unsupported() => {
+                return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
+            }
             Err(e) => {
-                scan.present = true;
-                report.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason: Chain(&e).to_string() });
-                report.roots.push(scan);
+                report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
+                report.unreadable += 1;
                 continue;
             }
         };
-        scan.present = true;
-        scan.containers = dirs.len();
-        report.roots.push(scan);
-        for (id, dir) in dirs {
-            let skip = |reason: String| Skipped { id: id.clone(), root: root.path.clone(), reason };
-            if let Some(first) = seen.get(&id) {
-                report.skipped.push(skip(format!("already found in {}", first.display())));
-                continue;
+        // Skip and Forget went above: without a group, the decision is a clear.
+        let Some(group) = decision.group().map(str::to_string) else {
+            let reason = if cookie == 0 {
+                format!("{} (cookie 0, as it should be)", decision.reason)
+            } else {
+                format!(
+                    "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
+                    decision.reason,
+                    CookieHex(cookie)
+                )
+            };
+            // A cached row would put it in a group it must not be in.
+            if store.member(&c.id)?.is_some() {
+                store.remove_member(&c.id)?;
             }
-            seen.insert(id.clone(), root.path.clone());
-            let parsed = match root.kind {
-                RuntimeKind::Runc => runtimes::read_runc(&dir, &id),
-                RuntimeKind::Crun => runtimes::read_crun(&dir, &id),
-            };
-            let c = match parsed {
-                Ok(c) => c,
-                Err(e) => {
-                    report.skipped.push(skip(format!("unreadable: {}", Chain(&e))));
-                    continue;
-                }
-            };
-            let pid = match Pid::try_from(c.pid) {
-                Ok(p) if p > 0 => p,
-                _ => {
-                    report.skipped.push(skip(format!("not running (pid {})", c.pid)));
-                    continue;
-                }
-            };
-            let task = match proc.task(pid) {
-                Ok(Some(t)) if t.start_time == c.start_time => t,
-                Ok(Some(_)) => {
-                    report.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
-                    continue;
-                }
-                Ok(None) => {
-                    report.skipped.push(skip(format!("dead: pid {pid} does not exist")));
-                    continue;
-                }
-                Err(e) => {
-                    report.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
-                    report.unreadable += 1;
-                    continue;
-                }
-            };
-            let decision = match ContainerInput::from_runtime(&c).decide(config) {
-                Ok(d) => d,
-                Err(e) => {
-                    report.skipped.push(skip(e.to_string()));
-                    continue;
-                }
-            };
-            if fill == Fill::Missing && store.member(&c.id)?.is_some() {
-                continue;
-            }
-            if matches!(decision.action, Action::Skip | Action::Forget) {
-                report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
-                continue;
-            }
-            let cookie = match kernel.get(pid) {
-                Ok(c) => c,
-                Err(KernelError::NoSuchProcess(_)) => {
-                    report.skipped.push(skip(format!("dead: pid {pid} exited")));
-                    continue;
-                }
-                Err(e) if e.is_unsupported() => {
-                    return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
-                }
-                Err(e) => {
-                    report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
-                    report.unreadable += 1;
-                    continue;
-                }
-            };
-            // Skip and Forget went above: without a group, the decision is a clear.
-            let Some(group) = decision.group().map(str::to_string) else {
-                let reason = if cookie == 0 {
-                    format!("{} (cookie 0, as it should be)", decision.reason)
-                } else {
-                    format!(
-                        "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
-                        decision.reason,
-                        CookieHex(cookie)
-                    )
-                };
-                // A cached row would put it in a group it must not be in.
-                if store.member(&c.id)?.is_some() {
-                    store.remove_member(&c.id)?;
-                }
-                report.skipped.push(skip(reason));
-                continue;
-            };
-            if cookie == 0 {
-                // Nothing to share from, and its group is only a guess: a container that the NRI
-                // plugin did not adjust (started while it was away, or the plugin's own) carries
-                // none of its pod's annotations in the runtime's state. A cached row stays as it
-                // is: the next ensure of its group repairs a member that lost its cookie.
-                report.skipped.push(skip(format!(
-                    "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
+            report.skipped.push(skip(reason));
+            continue;
+        };
+        if cookie == 0 {
+            // Nothing to share from, and its group is only a guess: a container that the NRI
+            // plugin did not adjust (started while it was away, or the plugin's own) carries
+            // none of its pod's annotations in the runtime's state. A cached row stays as it
+            // is: the next ensure of its group repairs a member that lost its cookie.
+            report.skipped.push(skip(format!(
+                "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
                      runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
-                    group
-                )));
-                continue;
-            }
-            candidates.push(Candidate { c, root: root.path.clone(), decision, group, task, cookie });
+                group
+            )));
+            continue;
         }
+        candidates.push(Candidate { c, root: root.clone(), decision, group, task, cookie });
     }
 
     // Oldest first, so that the cache's join order (which decides whose cookie wins when a group

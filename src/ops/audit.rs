@@ -1,0 +1,301 @@
+//! `audit`: a read-only, node-wide check of core scheduling as the kernel holds it. Every thread of
+//! every process is read (a GET on the thread, since cookies are per thread) and held to what the
+//! cache and the policy say it should carry:
+//!
+//! - **members** (`member`): a thread whose process's cgroup a live member owns
+//!   ([`membership::owner`]) carries its group's cookie: the cookie of the group's oldest live
+//!   member holding one (the engine's rule). A member's init off it means the group holds two
+//!   cookies (`split`: `reconcile` and the follower's sweep converge it);
+//! - **one group per cookie** (`shared`): two groups whose cookies are equal, reported at each
+//!   init of every group after the first;
+//! - **outsiders** (`outside`): a thread no member owns carries no group's cookie, but for the
+//!   pods' shims the hook gave one (members `shim:<sandbox>`, checked by pid and start time), which
+//!   carry their own group's;
+//! - **cleared** (`cleared`): the threads of a running container the policy runs without a cookie
+//!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::rebuild::scan`])
+//!   and of a shim cleared for its pod carry 0.
+//!
+//! A process running this binary is left out (a hook between its share and its exit carries its
+//! group's cookie by design), and so is the audit itself. It changes nothing: no SHARE, no write,
+//! no recorded stop applied. Threads that exit while they are read are skipped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::membership::{self, State};
+use crate::policy::Action;
+use crate::procfs::{Pid, ProcFs};
+use crate::runtimes::RuntimeRoot;
+use crate::store::{Member, Store};
+
+use super::OpsError;
+
+/// Which rule a violation breaks (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rule {
+    /// A thread of a member's cgroup off its group's cookie.
+    Member,
+    /// A member's init off its group's cookie: the group holds two.
+    Split,
+    /// A group holding the cookie of another group.
+    Shared,
+    /// A thread outside every member holding a group's cookie.
+    Outside,
+    /// A thread of a container the policy clears (or of its pod's cleared shim) not at 0.
+    Cleared,
+}
+
+/// One thread off its cookie.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The rule.
+    pub rule: Rule,
+    /// Process (thread-group leader).
+    pub pid: Pid,
+    /// Thread.
+    pub tid: Pid,
+    /// The thread's `comm`.
+    pub comm: String,
+    /// The container it belongs to, when one does.
+    pub container: Option<String>,
+    /// The group concerned.
+    pub group: Option<String>,
+    /// The cookie it should carry.
+    pub want: String,
+    /// The cookie it carries.
+    pub have: String,
+}
+
+/// What `audit` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditReport {
+    /// Processes looked at.
+    pub processes: usize,
+    /// Threads read.
+    pub threads: usize,
+    /// Live members of the cache.
+    pub members: usize,
+    /// Groups with a cookie.
+    pub groups: usize,
+    /// Running containers the policy clears.
+    pub cleared: usize,
+    /// Every violation, by pid and tid.
+    pub violations: Vec<Violation>,
+}
+
+impl AuditReport {
+    /// Text: one line per violation, then a summary line.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for v in &self.violations {
+            let _ = writeln!(
+                s,
+                "{:<8} pid {} tid {} ({}) container {} group {}: want {}, has {}",
+                format!("{:?}", v.rule).to_lowercase(),
+                v.pid,
+                v.tid,
+                v.comm,
+                v.container.as_deref().unwrap_or("-"),
+                v.group.as_deref().unwrap_or("-"),
+                v.want,
+                v.have
+            );
+        }
+        let _ = writeln!(
+            s,
+            "audit: {} threads of {} processes; {} live members in {} groups, {} cleared containers; {} violations",
+            self.threads,
+            self.processes,
+            self.members,
+            self.groups,
+            self.cleared,
+            self.violations.len()
+        );
+        s
+    }
+}
+
+/// A live member and the cookie on its init.
+struct Live<'m> {
+    member: &'m Member,
+    key: Option<String>,
+    cookie: Cookie,
+}
+
+const CLEARED_SHIM: &str = ":cleared";
+
+/// Audits the node (see the module documentation). `store`: the cache (`None`: there is none,
+/// so every group cookie is foreign to it); `roots`: the runtimes' state, for cleared
+/// containers. `Err` when `/proc` cannot be listed or the kernel has no core scheduling.
+pub fn audit<K: CoreSched>(
+    store: Option<&Store>,
+    kernel: &K,
+    proc: &ProcFs,
+    roots: &[RuntimeRoot],
+    config: &Config,
+) -> Result<AuditReport, OpsError> {
+    let members = match store {
+        Some(s) => s.all_members()?,
+        None => Vec::new(),
+    };
+    let mut report = AuditReport::default();
+    let mut live: Vec<Live<'_>> = Vec::new();
+    for m in &members {
+        match membership::state(proc, kernel, m) {
+            State::Alive(cookie) => {
+                live.push(Live { member: m, key: membership::cgroup_key(m.labels.cgroup.as_deref()), cookie })
+            }
+            State::CookieUnreadable(e) if e.is_unsupported() => return Err(OpsError::Kernel { pid: m.pid, source: e }),
+            _ => {}
+        }
+    }
+    report.members = live.len();
+
+    // Each group's cookie: its oldest live member's that holds one (members come by group, then age).
+    let mut group_cookie: BTreeMap<&str, Cookie> = BTreeMap::new();
+    let mut by_age: Vec<(i64, &str)> = Vec::new();
+    for l in &live {
+        if l.cookie != 0
+            && !l.member.group.ends_with(CLEARED_SHIM)
+            && !group_cookie.contains_key(l.member.group.as_str())
+        {
+            group_cookie.insert(l.member.group.as_str(), l.cookie);
+            by_age.push((l.member.seq, l.member.group.as_str()));
+        }
+    }
+    report.groups = group_cookie.len();
+    let mut violations = Vec::new();
+    // A cookie belongs to the group that had it first (its oldest member joined first).
+    by_age.sort();
+    let mut owner_of_cookie: BTreeMap<Cookie, &str> = BTreeMap::new();
+    for (_, group) in &by_age {
+        let cookie = &group_cookie[group];
+        if let Some(first) = owner_of_cookie.get(cookie) {
+            for l in live.iter().filter(|l| l.member.group == *group) {
+                let comm = comm(proc, l.member.pid);
+                violations.push(Violation {
+                    rule: Rule::Shared,
+                    pid: l.member.pid,
+                    tid: l.member.pid,
+                    comm,
+                    container: Some(l.member.container_id.clone()),
+                    group: Some(format!("{group} (cookie of {first})")),
+                    want: "a cookie of its own".into(),
+                    have: CookieHex(*cookie).to_string(),
+                });
+            }
+        } else {
+            owner_of_cookie.insert(*cookie, group);
+        }
+    }
+    // The shims the hook gave a cookie (members without a cgroup: judged by identity), and what
+    // each must carry: its group's cookie, or 0 once cleared.
+    let mut shims: BTreeMap<Pid, (&Live<'_>, Cookie)> = BTreeMap::new();
+    for l in live.iter().filter(|l| l.key.is_none()) {
+        let want = if l.member.group.ends_with(CLEARED_SHIM) {
+            0
+        } else {
+            group_cookie.get(l.member.group.as_str()).copied().unwrap_or(0)
+        };
+        shims.insert(l.member.pid, (l, want));
+    }
+
+    // Containers the policy clears, by their init's cgroup.
+    let scan = crate::rebuild::scan(roots, proc, config);
+    let mut cleared: Vec<(String, String)> = Vec::new();
+    for r in &scan.running {
+        if r.decision.action == Action::Clear
+            && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| membership::cgroup_key(Some(&c)))
+        {
+            cleared.push((key, r.c.id.clone()));
+        }
+    }
+    report.cleared = cleared.len();
+
+    let owners =
+        membership::Owners::new(live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l))));
+    let clearing_index = membership::Owners::new(cleared.iter().map(|(key, id)| (key.as_str(), id.as_str(), id)));
+    let me = std::process::id() as Pid;
+    let own_exe = std::fs::read_link("/proc/self/exe").ok();
+    let pids = proc.pids().map_err(|source| OpsError::Proc { pid: 0, source })?;
+    for pid in pids {
+        if pid == me {
+            continue;
+        }
+        let tids = match proc.threads(pid) {
+            Ok(t) if !t.is_empty() => t,
+            _ => continue,
+        };
+        let Ok(Some(cg)) = proc.cgroup(pid) else { continue };
+        let owner = owners.owner(&cg).copied();
+        let shim = shims.get(&pid);
+        let clearing = clearing_index.owner(&cg).copied();
+        report.processes += 1;
+        let mut skip_process = false;
+        for tid in tids {
+            let have = match kernel.get(tid) {
+                Ok(c) => c,
+                Err(KernelError::NoSuchProcess(_)) => continue,
+                Err(e) if e.is_unsupported() => return Err(OpsError::Kernel { pid: tid, source: e }),
+                Err(_) => continue,
+            };
+            report.threads += 1;
+            let (rule, want, container, group) = match (owner, shim, clearing) {
+                (Some(l), _, _) => {
+                    let want = group_cookie.get(l.member.group.as_str()).copied().unwrap_or(l.cookie);
+                    // The init itself off the group's cookie: the group holds two.
+                    let rule = if tid == l.member.pid { Rule::Split } else { Rule::Member };
+                    (rule, want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
+                }
+                (None, Some((l, want)), _) => {
+                    let rule = if *want == 0 { Rule::Cleared } else { Rule::Outside };
+                    (rule, *want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
+                }
+                (None, None, Some(id)) => (Rule::Cleared, 0, Some(id.clone()), None),
+                (None, None, None) => match owner_of_cookie.get(&have) {
+                    Some(g) if have != 0 => (Rule::Outside, 0, None, Some(g.to_string())),
+                    _ => continue,
+                },
+            };
+            if have == want {
+                continue;
+            }
+            // This binary mid-run (a hook between its share and its exit) carries a group's cookie
+            // by design.
+            if own_exe.is_some() && std::fs::read_link(proc.root().join(pid.to_string()).join("exe")).ok() == own_exe {
+                skip_process = true;
+                break;
+            }
+            violations.push(Violation {
+                rule,
+                pid,
+                tid,
+                comm: comm(proc, tid),
+                container,
+                group,
+                want: CookieHex(want).to_string(),
+                have: CookieHex(have).to_string(),
+            });
+        }
+        if skip_process {
+            violations.retain(|v| v.pid != pid);
+        }
+    }
+    violations.sort_by_key(|v| (v.pid, v.tid, v.rule));
+    report.violations = violations;
+    Ok(report)
+}
+
+/// A thread's `comm` (from `/proc/TID/stat`, which the kernel serves for every thread).
+fn comm(proc: &ProcFs, tid: Pid) -> String {
+    proc.lineage(tid).ok().flatten().map_or_else(|| "?".into(), |l| l.comm)
+}
+
+#[cfg(test)]
+#[path = "audit_tests.rs"]
+mod tests;
