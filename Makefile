@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation
 
 build:
 	cargo build --release --locked
@@ -61,6 +61,13 @@ bench-vm:
 # (target/field/exec-table.md). The test command runs the same part with fewer probes per engine.
 bench-exec:
 	OCH_FIELD_PARTS=exec OCH_EXEC_N=200 OCH_EXEC_COST_N=3 OCH_FIELD_KEEP=1 OCH_FIELD_TIMEOUT=14400 tests/field/run.sh
+
+# Isolation itself on the real kernel in the VM (TCG): pairs of co-run recorders pinned to the two
+# SMT siblings, as runc and crun containers of one group, of two tenants, of two groups, against a
+# host process; the share of time both ran, beside a control pair, written as BENCHMARKS.md's table
+# (scripts/bench-isolation.sh; OCH_ISO_SECONDS per measurement, default 6).
+bench-isolation:
+	scripts/bench-isolation.sh
 
 # The follower's CPU per process event, natively on this host (root): `reconcile --follow` over the
 # fake kernel with one live member, a fork storm of 10,000 forks/s outside every member cgroup
