@@ -171,6 +171,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("fake kernel: one GET through the shared file", |b| b.iter(|| shared.get(target).unwrap()));
     drop(sleepers);
     follower(c, tmp.path());
+    audit_node(c, tmp.path());
 }
 
 /// `reconcile --follow`'s cost per process event (issue 13): a view of 100 members, each in a
@@ -217,6 +218,45 @@ fn follower(c: &mut Criterion, dir: &Path) {
     let pid = sleeper.pids()[0];
     c.bench_function("follow: event outside every member cgroup (100 members), real /proc", |b| {
         b.iter(|| on_host.handle(exec(pid)))
+    });
+}
+
+/// `audit` of a node of 1,000 members of 10 threads each (100 groups of 10), and 200 other
+/// processes, over a fake `/proc` and the fake kernel in memory: every thread read and judged.
+/// The target: at most 200 ms.
+fn audit_node(c: &mut Criterion, dir: &Path) {
+    use oci_coresched_hook::kernel::fake::FakeProc;
+    use oci_coresched_hook::store::Member;
+
+    let fp = FakeProc::new(dir.join("audit-proc")).unwrap();
+    let kernel = FakeKernel::new(fp.procfs());
+    let store = Store::open(&dir.join("audit.db")).unwrap();
+    store
+        .transaction(|s| -> Result<(), oci_coresched_hook::store::StoreError> {
+            for i in 0..1000 {
+                let (pid, cg, group) = (10_000 + 16 * i, format!("/kubepods/pod{i}/c"), i / 10);
+                fp.spawn(pid, 7, 9, &cg).unwrap();
+                let cookie = 0x1000 + group as u64;
+                kernel.force(pid, cookie);
+                let labels = Labels { cgroup: Some(cg), ..Default::default() };
+                s.upsert_member(&Member {
+                    cookie,
+                    labels,
+                    ..Member::new(format!("c{i}"), format!("g{group}"), pid, 7)
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    for i in 0..200 {
+        fp.spawn(40_000 + 2 * i, 7, 1, "/system.slice/other.service").unwrap();
+    }
+    let proc = fp.procfs();
+    let config = Config::default();
+    let r = oci_coresched_hook::ops::audit::audit(Some(&store), &kernel, &proc, &[], &config).unwrap();
+    assert_eq!((r.members, r.threads, r.violations.len()), (1000, 10_400, 0), "the node as built");
+    c.bench_function("audit: 1,000 members x 10 threads + 200 other processes, fake /proc (target <= 200 ms)", |b| {
+        b.iter(|| oci_coresched_hook::ops::audit::audit(Some(&store), &kernel, &proc, &[], &config).unwrap())
     });
 }
 

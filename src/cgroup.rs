@@ -176,6 +176,33 @@ pub fn procs(dir: &Path) -> io::Result<Vec<Pid>> {
     Ok(pids)
 }
 
+/// The cgroup v2 hierarchy under the cgroup mount: the mount itself (unified) or its `unified/`
+/// (hybrid). `None` on a cgroup v1 only node.
+pub fn v2_root(cgroup_root: &Path) -> Option<PathBuf> {
+    [cgroup_root.to_path_buf(), cgroup_root.join("unified")]
+        .into_iter()
+        .find(|d| d.join("cgroup.controllers").is_file())
+}
+
+/// The forced idle of core scheduling charged to `cgroup` (a path as `/proc/PID/cgroup` gives
+/// it; the root for "/") and its descendants, in microseconds: `core_sched.force_idle_usec` of its
+/// v2 `cpu.stat` (the time its tasks ran while the SMT sibling was held idle for them; counted
+/// only while `kernel.sched_schedstats` is 1). `Ok(None)` when there is no such figure: no cgroup
+/// v2 (v1 has none), the cgroup is gone, or the kernel does not keep it.
+pub fn force_idle_usec(cgroup_root: &Path, cgroup: &str) -> Result<Option<u64>, CgroupError> {
+    let Some(v2) = v2_root(cgroup_root) else { return Ok(None) };
+    let rel = relative(cgroup).ok_or_else(|| CgroupError::BadPath(cgroup.to_string()))?;
+    let path = v2.join(rel).join("cpu.stat");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("core_sched.force_idle_usec "))
+            .and_then(|v| v.trim().parse().ok())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV) => Ok(None),
+        Err(source) => Err(CgroupError::Read { path, source }),
+    }
+}
+
 /// True when cgroup `inner` is `outer` or below it (whole path components).
 pub fn within(inner: &str, outer: &str) -> bool {
     let outer = outer.trim_end_matches('/');

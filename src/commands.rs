@@ -34,21 +34,50 @@ fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>
     Ok(Some(session))
 }
 
+/// The groups' forced idle, updated from the members' cgroups first ([`ops::forced_idle::update`]);
+/// without a cache, only the node's. An update that fails is logged and the cache's totals shown.
+fn force_idle(sys: &System, session: Option<&Session>) -> anyhow::Result<ops::forced_idle::ForceIdle> {
+    let Some(session) = session else {
+        return Ok(ops::forced_idle::totals(&Store::in_memory()?, &sys.proc, &sys.cgroup_root)?);
+    };
+    match session.write(&sys.proc, 1, |s| ops::forced_idle::update(s, &sys.proc, &sys.cgroup_root)) {
+        Ok(f) => Ok(f),
+        Err(e) => {
+            log::warn!("failed to read the forced idle of the members' cgroups: {}", crate::error::Chain(&e));
+            Ok(ops::forced_idle::totals(session.store(), &sys.proc, &sys.cgroup_root)?)
+        }
+    }
+}
+
 /// `inspect PID`.
 pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
     let opened = read_session(sys, config)?;
-    let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(Session::store))?;
+    let idle = force_idle(sys, opened.as_ref())?;
+    let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(Session::store), &idle)?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
 }
 
+/// `audit`: prints the report; the number of violations (the caller's exit status).
+pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<usize> {
+    // Read-only: the cache is read under the lock, no recorded stop is applied.
+    let session = Session::open_existing(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    let report =
+        ops::audit::audit(session.as_ref().map(Session::store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)
+            .context("failed to audit the node")?;
+    print_out(&if as_json { json(&report)? } else { report.render() });
+    Ok(report.violations.len())
+}
+
 /// `list` / `status`.
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let groups = match read_session(sys, config)? {
-        Some(session) => ops::list::list(session.store(), &sys.kernel, &sys.proc)?,
+    let session = read_session(sys, config)?;
+    let idle = force_idle(sys, session.as_ref())?;
+    let groups = match &session {
+        Some(session) => ops::list::list(session.store(), &sys.kernel, &sys.proc, &idle)?,
         None => Vec::new(),
     };
-    print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups) });
+    print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups, idle.advice().as_deref()) });
     Ok(())
 }
 
@@ -73,11 +102,14 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
 
 /// `metrics [--output FILE]`.
 pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let mut text = match read_session(sys, config)? {
+    let session = read_session(sys, config)?;
+    let idle = force_idle(sys, session.as_ref())?;
+    let mut text = match &session {
         Some(session) => ops::metrics::render(session.store(), &sys.kernel, &sys.proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
         None => ops::metrics::render(&Store::in_memory()?, &sys.kernel, &sys.proc)?,
     };
+    text.push_str(&ops::forced_idle::render(&idle));
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
     let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
     match std::fs::read_to_string(&follow) {
@@ -123,12 +155,16 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         runtime_roots: sys.runtime_roots.clone(),
         config: config.clone(),
     };
-    crate::follow::run(&opts, &sys.kernel, &sys.proc, || -> anyhow::Result<usize> {
+    let mut last_violations = 0;
+    crate::follow::run(&opts, &sys.kernel, &sys.proc, || -> anyhow::Result<crate::follow::Swept> {
         if !StateDir::has_cache(&sys.state_dir)? {
-            return Ok(0);
+            return Ok(crate::follow::Swept::default());
         }
-        let report = write_txn(sys, config, |store| {
-            Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?)
+        let (report, audit) = write_txn(sys, config, |store| {
+            let report = ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?;
+            // After the fixes: what still is not as it should be.
+            let audit = ops::audit::audit(Some(store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)?;
+            Ok((report, audit))
         })?;
         for e in report.members.iter().flat_map(|m| &m.errors) {
             log::warn!("reconcile --follow: sweep: {e}");
@@ -136,7 +172,23 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         if report.fixed() > 0 {
             log::info!("reconcile --follow: the sweep gave {} processes their group's cookie", report.fixed());
         }
-        Ok(report.fixed())
+        let violations = audit.violations.len();
+        if violations != last_violations {
+            match audit.violations.first() {
+                Some(v) => log::warn!(
+                    "reconcile --follow: the audit after the sweep finds {violations} threads off their cookie, e.g. \
+                     pid {} tid {} ({}): want {}, has {} (run `oci-coresched-hook audit`)",
+                    v.pid,
+                    v.tid,
+                    v.comm,
+                    v.want,
+                    v.have
+                ),
+                None => log::info!("reconcile --follow: the audit after the sweep finds no thread off its cookie"),
+            }
+            last_violations = violations;
+        }
+        Ok(crate::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
     })?;
     Ok(())
 }

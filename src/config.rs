@@ -131,6 +131,9 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// Let pods of different namespaces join one named group.
     pub allow_cross_namespace_groups: bool,
+    /// The follower (`reconcile --follow`) sets `kernel.sched_schedstats = 1` when it starts, so
+    /// that the kernel counts forced idle (what each group's isolation costs).
+    pub enable_schedstats: bool,
     /// Per-QoS-class rules, keyed by LSE, LSR, LS, BE. Missing classes use the default rule.
     pub qos: BTreeMap<QosClass, QosRule>,
 }
@@ -144,6 +147,7 @@ impl Default for Config {
             syslog: true,
             log_file: None,
             allow_cross_namespace_groups: false,
+            enable_schedstats: false,
             qos: BTreeMap::new(),
         }
     }

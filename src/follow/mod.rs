@@ -54,6 +54,16 @@ pub const METRICS_FILE: &str = "follow.prom";
 /// How often the `cpu.idle` of `sched_idle` members is looked at.
 pub const IDLE_EVERY: Duration = Duration::from_secs(5);
 
+/// What a full sweep did: the processes it fixed, and the violations the audit after it found
+/// (`None`: no audit ran, e.g. no cache yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Processes given their group's cookie.
+    pub fixed: usize,
+    /// Threads off their cookie ([`crate::ops::audit`]).
+    pub violations: Option<usize>,
+}
+
 /// Why the follower could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
@@ -322,9 +332,20 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     opts: &Options,
     kernel: &K,
     proc: &ProcFs,
-    mut sweep: impl FnMut() -> Result<usize, E>,
+    mut sweep: impl FnMut() -> Result<Swept, E>,
 ) -> Result<(), FollowError> {
     crate::signals::install().map_err(FollowError::Signals)?;
+    if opts.config.enable_schedstats {
+        match crate::ops::forced_idle::enable_schedstats(proc) {
+            Ok(true) => log::info!(
+                "reconcile --follow: set kernel.sched_schedstats = 1 (enable_schedstats): forced idle is counted"
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                log::warn!("reconcile --follow: failed to set kernel.sched_schedstats = 1 (enable_schedstats): {e}")
+            }
+        }
+    }
     let db = opts.state_dir.join(crate::state_dir::DB_FILE);
     let metrics = opts.state_dir.join(METRICS_FILE);
     let mut f = Follower::new(kernel, proc);
@@ -344,7 +365,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     // Written first after the start's sweep, so that the file says at once whether events flow.
     let mut next_metrics = Instant::now();
     let mut next_idle = Instant::now();
-    let (mut last_error, mut last_sweep_error) = (String::new(), String::new());
+    let (mut last_error, mut last_sweep_error, mut last_idle_error) = (String::new(), String::new(), String::new());
     let mut events = Vec::with_capacity(256);
     let mut pace = Pace::new(Instant::now());
     while !crate::signals::stopping() {
@@ -352,8 +373,9 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
         if now >= next_sweep {
             f.stats.sweeps += 1;
             match sweep() {
-                Ok(n) => {
-                    f.stats.fixed_sweep += n as u64;
+                Ok(s) => {
+                    f.stats.fixed_sweep += s.fixed as u64;
+                    f.stats.audit_violations = s.violations.map(|v| v as u64);
                     last_sweep_error.clear();
                 }
                 Err(e) => {
@@ -372,6 +394,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             next_idle = Instant::now() + IDLE_EVERY;
         }
         if Instant::now() >= next_metrics {
+            refresh::update_force_idle(&f, opts, &mut last_idle_error);
             f.stats.cpu_seconds = own_cpu_seconds(proc);
             write_metrics(&metrics, &f.stats);
             next_metrics = Instant::now() + METRICS_EVERY;

@@ -14,6 +14,7 @@ use super::view::{Signature, View};
 use super::{Follower, Options, report};
 use crate::error::Chain;
 use crate::kernel::CoreSched;
+use crate::ops::OpsError;
 use crate::ops::gc::GcReason;
 use crate::session::{Refill, Session};
 use crate::store::Store;
@@ -48,6 +49,27 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
         Err(e) => report(last_error, format!("reconcile --follow: {}", Chain(&e))),
     }
     *sig = Some(now);
+}
+
+/// Adds what each live member's cgroup grew in forced idle to its group's total
+/// ([`crate::ops::forced_idle::update`]), under the lock, in one transaction; every 10 s, so that
+/// little of a member that exits goes uncounted. A failure is logged once ([`report`]).
+pub(super) fn update_force_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Options, last_error: &mut String) {
+    let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
+    let updated = Session::open_existing(&opts.state_dir, opts.lock_timeout, &refill).map_err(OpsError::from).and_then(
+        |s| match s {
+            Some(s) if s.stand_in().is_none() => {
+                s.write(f.proc, 1, |store| crate::ops::forced_idle::update(store, f.proc, &opts.cgroup_root)).map(drop)
+            }
+            _ => Ok(()),
+        },
+    );
+    match updated {
+        Ok(()) => last_error.clear(),
+        Err(e) => {
+            report(last_error, format!("reconcile --follow: failed to update the groups' forced idle: {}", Chain(&e)))
+        }
+    }
 }
 
 /// What a rebuilt view asks for, under the lock the refresh took: its gone members removed, then

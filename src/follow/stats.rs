@@ -49,6 +49,8 @@ pub struct Stats {
     pub members_removed: u64,
     /// Fork events of a storming parent whose child was not read ([`super::storm`]).
     pub storm_skipped: u64,
+    /// Violations the audit after the last sweep found (`None` until one ran).
+    pub audit_violations: Option<u64>,
 }
 
 impl Stats {
@@ -139,6 +141,16 @@ impl Stats {
             &[],
             self.refreshes,
         );
+        if let Some(v) = self.audit_violations {
+            let name = "oci_coresched_hook_audit_violations";
+            family(
+                &mut out,
+                name,
+                "gauge",
+                "Threads off their cookie at the last sweep's audit (oci-coresched-hook audit).",
+            );
+            sample(&mut out, name, &[], v as f64);
+        }
         family(&mut out, &format!("{p}members"), "gauge", "Live members with a cookie in the follower's view.");
         sample(&mut out, &format!("{p}members"), &[], self.members as f64);
         let h = format!("{p}window_seconds");

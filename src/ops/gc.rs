@@ -127,9 +127,9 @@ fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Res
     }
     store.drop_empty_groups()?;
     if only.is_none() {
-        let stale = store.drop_stale_idle()?;
+        let stale = store.drop_stale_idle()? + store.drop_stale_force_idle()?;
         if stale > 0 {
-            log::debug!("gc: dropped {stale} cpu.idle records of members an older build replaced or removed");
+            log::debug!("gc: dropped {stale} cpu.idle and forced idle records of members no longer cached");
         }
     }
     let after: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();

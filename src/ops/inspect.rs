@@ -32,6 +32,8 @@ pub struct CachedContainer {
     pub same_process: bool,
     /// Other members of the group.
     pub group_members: Vec<String>,
+    /// The forced idle charged to the group's containers, seconds (`None`: not available).
+    pub group_force_idle_seconds: Option<f64>,
 }
 
 /// What `inspect` reports.
@@ -50,7 +52,13 @@ pub struct Report {
 }
 
 /// Builds the report.
-pub fn inspect<K: CoreSched>(pid: Pid, kernel: &K, proc: &ProcFs, store: Option<&Store>) -> Result<Report, OpsError> {
+pub fn inspect<K: CoreSched>(
+    pid: Pid,
+    kernel: &K,
+    proc: &ProcFs,
+    store: Option<&Store>,
+    force_idle: &crate::ops::forced_idle::ForceIdle,
+) -> Result<Report, OpsError> {
     let proc_err = |source| OpsError::Proc { pid, source };
     let me = proc.task(pid).map_err(proc_err)?.ok_or(OpsError::NoSuchProcess(pid))?;
     let leader = kernel.get(pid).map_err(|source| OpsError::Kernel { pid, source })?;
@@ -71,6 +79,7 @@ pub fn inspect<K: CoreSched>(pid: Pid, kernel: &K, proc: &ProcFs, store: Option<
             store.members(&m.group)?.into_iter().map(|o| o.container_id).filter(|id| *id != m.container_id).collect();
         container = Some(CachedContainer {
             same_process: TaskId { pid, start_time: m.start_time } == me,
+            group_force_idle_seconds: force_idle.of(&m.group),
             id: m.container_id,
             group: m.group,
             cookie_cached: CookieHex(m.cookie).to_string(),
@@ -98,6 +107,9 @@ pub fn render(r: &Report) -> String {
             }
             if !c.group_members.is_empty() {
                 s.push_str(&format!("  other members: {}\n", c.group_members.join(", ")));
+            }
+            if let Some(idle) = c.group_force_idle_seconds {
+                s.push_str(&format!("  forced idle charged to the group: {idle:.3} s\n"));
             }
         }
         None => s.push_str("not a container init known to the cache\n"),

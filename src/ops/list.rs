@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::kernel::{CookieHex, CoreSched};
 use crate::membership::{self, State};
+use crate::ops::forced_idle::ForceIdle;
 use crate::procfs::ProcFs;
 use crate::store::{Store, StoreError};
 
@@ -38,12 +39,19 @@ pub struct GroupView {
     pub failed: u64,
     /// Distinct non-zero cookies among live members (more than one: the next ensure converges).
     pub live_cookies: usize,
+    /// The forced idle charged to the group's containers, seconds (`None`: not available, cgroup v1).
+    pub force_idle_seconds: Option<f64>,
     /// Members, oldest first.
     pub members: Vec<MemberView>,
 }
 
-/// Builds the listing.
-pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<Vec<GroupView>, StoreError> {
+/// Builds the listing; `force_idle`: the groups' forced idle ([`crate::ops::forced_idle`]).
+pub fn list<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    force_idle: &ForceIdle,
+) -> Result<Vec<GroupView>, StoreError> {
     let members = store.all_members()?;
     let mut out = Vec::new();
     for g in store.groups()? {
@@ -68,15 +76,24 @@ pub fn list<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<Ve
             views.iter().filter_map(|v| v.cookie_now.as_ref()).filter(|c| c.as_str() != "0x0").collect();
         cookies.sort();
         cookies.dedup();
-        out.push(GroupView { group: g.key, ok: g.ok, failed: g.failed, live_cookies: cookies.len(), members: views });
+        let force_idle_seconds = force_idle.of(&g.key);
+        out.push(GroupView {
+            group: g.key,
+            ok: g.ok,
+            failed: g.failed,
+            live_cookies: cookies.len(),
+            force_idle_seconds,
+            members: views,
+        });
     }
     Ok(out)
 }
 
-/// Table form.
-pub fn render(groups: &[GroupView]) -> String {
+/// Table form; `note`: a line to add at the end (why forced idle is not counted).
+pub fn render(groups: &[GroupView], note: Option<&str>) -> String {
+    let note = note.map(|n| format!("note: {n}\n")).unwrap_or_default();
     if groups.is_empty() {
-        return "no groups in the cache\n".into();
+        return format!("no groups in the cache\n{note}");
     }
     let mut s =
         format!("{:<40} {:<20} {:>8} {:<5} {:<18} {:<18}\n", "GROUP", "CONTAINER", "PID", "LIVE", "COOKIE", "CACHED");
@@ -99,7 +116,9 @@ pub fn render(groups: &[GroupView]) -> String {
             ""
         };
         let noun = if g.members.len() == 1 { "member" } else { "members" };
-        s.push_str(&format!("  {} {noun}, {} ok, {} failed{warn}\n", g.members.len(), g.ok, g.failed));
+        let idle = g.force_idle_seconds.map(|s| format!(", forced idle {s:.3} s")).unwrap_or_default();
+        s.push_str(&format!("  {} {noun}, {} ok, {} failed{idle}{warn}\n", g.members.len(), g.ok, g.failed));
     }
+    s.push_str(&note);
     s
 }

@@ -196,7 +196,7 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
@@ -306,7 +306,7 @@ print(json.dumps(out))
 
     /// Runs `promtool check metrics` (from the `prometheus` package) when it is installed; it
     /// parses the text with Prometheus's own Go parser and lints names, help and types.
-    fn promtool_check(text: &str) -> Option<String> {
+    pub(crate) fn promtool_check(text: &str) -> Option<String> {
         let mut child = match std::process::Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(std::process::Stdio::piped())

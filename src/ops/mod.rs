@@ -1,5 +1,7 @@
 //! Operator commands that read (and later repair) what the hook did: `inspect`, `list`.
 
+pub mod audit;
+pub mod forced_idle;
 pub mod gc;
 pub mod inspect;
 pub mod list;
@@ -42,6 +44,15 @@ pub enum OpsError {
         #[source]
         source: KernelError,
     },
+}
+
+impl From<crate::session::SessionError> for OpsError {
+    fn from(e: crate::session::SessionError) -> Self {
+        match e {
+            crate::session::SessionError::Dir(e) => OpsError::Dir(e),
+            crate::session::SessionError::Store(e) => OpsError::Store(e),
+        }
+    }
 }
 
 #[cfg(test)]

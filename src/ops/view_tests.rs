@@ -43,7 +43,7 @@ fn seeded() -> Seeded {
 fn inspect_reports_threads_and_the_cached_container() {
     let s = seeded();
     let web = s.kernel.get(100).unwrap();
-    let r = super::inspect::inspect(100, &s.kernel, &s.fp.procfs(), Some(&s.store)).unwrap();
+    let r = super::inspect::inspect(100, &s.kernel, &s.fp.procfs(), Some(&s.store), &Default::default()).unwrap();
     assert_eq!(r.cookie, format!("{web:#x}"));
     assert!(r.uniform);
     assert_eq!(r.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![100, 101, 102]);
@@ -56,7 +56,7 @@ fn inspect_reports_threads_and_the_cached_container() {
 
     // A thread with another cookie is flagged.
     s.kernel.create(102, Scope::Thread).unwrap();
-    let r = super::inspect::inspect(100, &s.kernel, &s.fp.procfs(), Some(&s.store)).unwrap();
+    let r = super::inspect::inspect(100, &s.kernel, &s.fp.procfs(), Some(&s.store), &Default::default()).unwrap();
     assert!(!r.uniform);
     assert!(super::inspect::render(&r).contains("(threads differ)"));
 }
@@ -64,14 +64,15 @@ fn inspect_reports_threads_and_the_cached_container() {
 #[test]
 fn inspect_warns_about_a_reused_pid_and_knows_strangers() {
     let s = seeded();
-    let r = super::inspect::inspect(300, &s.kernel, &s.fp.procfs(), Some(&s.store)).unwrap();
+    let r = super::inspect::inspect(300, &s.kernel, &s.fp.procfs(), Some(&s.store), &Default::default()).unwrap();
     assert!(!r.container.as_ref().unwrap().same_process);
     assert!(super::inspect::render(&r).contains("belongs to another process"));
     s.fp.spawn(400, 1, 0, "/x").unwrap();
-    let r = super::inspect::inspect(400, &s.kernel, &s.fp.procfs(), Some(&s.store)).unwrap();
+    let r = super::inspect::inspect(400, &s.kernel, &s.fp.procfs(), Some(&s.store), &Default::default()).unwrap();
     assert!(r.container.is_none());
     assert!(super::inspect::render(&r).contains("not a container init known to the cache"));
-    let err = super::inspect::inspect(999, &s.kernel, &s.fp.procfs(), None).unwrap_err().to_string();
+    let err =
+        super::inspect::inspect(999, &s.kernel, &s.fp.procfs(), None, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("pid 999: no such process"), "{err}");
 }
 
@@ -81,7 +82,7 @@ fn list_shows_liveness_cookies_and_counters() {
     s.store.count("tenant-a/web", true).unwrap();
     s.store.count("tenant-a/web", false).unwrap();
     let web = format!("{:#x}", s.kernel.get(100).unwrap());
-    let groups = super::list::list(&s.store, &s.kernel, &s.fp.procfs()).unwrap();
+    let groups = super::list::list(&s.store, &s.kernel, &s.fp.procfs(), &Default::default()).unwrap();
     let keys: Vec<&str> = groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(keys, ["tenant-a/db", "tenant-a/web"]);
     let db = &groups[0];
@@ -90,15 +91,15 @@ fn list_shows_liveness_cookies_and_counters() {
     let webg = &groups[1];
     assert_eq!((webg.ok, webg.failed, webg.live_cookies), (1, 1, 1));
     assert!(webg.members.iter().all(|m| m.live && m.cookie_now.as_deref() == Some(web.as_str())));
-    let text = super::list::render(&groups);
+    let text = super::list::render(&groups, None);
     assert!(text.contains("2 members, 1 ok, 1 failed"), "{text}");
     assert!(text.contains("1 member, 0 ok, 0 failed"), "{text}");
     assert!(!text.contains("WARNING"), "{text}");
 
     // Two cookies among live members are flagged.
     s.kernel.create(200, Scope::ThreadGroup).unwrap();
-    let groups = super::list::list(&s.store, &s.kernel, &s.fp.procfs()).unwrap();
+    let groups = super::list::list(&s.store, &s.kernel, &s.fp.procfs(), &Default::default()).unwrap();
     assert_eq!(groups[1].live_cookies, 2);
-    assert!(super::list::render(&groups).contains("WARNING: more than one cookie"));
-    assert_eq!(super::list::render(&[]), "no groups in the cache\n");
+    assert!(super::list::render(&groups, None).contains("WARNING: more than one cookie"));
+    assert_eq!(super::list::render(&[], None), "no groups in the cache\n");
 }

@@ -319,7 +319,7 @@ fn sched_idle_failure_keeps_the_membership(w: &mut World) {
     assert_eq!(ids, ["c1", "c2"]);
 
     let store = w.store();
-    let listed = crate::ops::list::list(&store, &w.k(), &w.proc).unwrap();
+    let listed = crate::ops::list::list(&store, &w.k(), &w.proc, &Default::default()).unwrap();
     let g = listed.iter().find(|g| g.group == "batch").expect("list shows group batch");
     let want = crate::kernel::CookieHex(c1).to_string();
     let rows: Vec<(&str, bool, Option<&str>)> =

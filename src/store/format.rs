@@ -19,7 +19,8 @@
 //! | 2 | 2 | the pod labels of a member | development builds |
 //! | 3 | 3 | an index on the join order | 0.1.0 |
 //! | 4 | 4 | `members.idle_cgroup` | development builds after 0.1.0 |
-//! | 5 | 3 | `meta`; the `cpu.idle` cgroup in `member_idle`, folded back from revision 4's column so that 0.1.0 can still open the file | 0.2.0 |
+//! | 5 | 3 | `meta`; the `cpu.idle` cgroup in `member_idle`, folded back from revision 4's column so that 0.1.0 can still open the file | development builds of 0.2.0 |
+//! | 6 | 3 | forced idle: each group's total (`group_force_idle`), each member's cgroup's last reading (`member_force_idle`) | 0.2.0 |
 //!
 //! The rule every later version keeps (docs/upgrading.md): the same application id and lock
 //! file; a file of a format it does not know is left in place, never moved or replaced; additions
@@ -34,7 +35,7 @@ pub const FORMAT: i32 = 3;
 /// The newest format this binary opens: 4, revision 4's column, is folded back into format 3.
 pub const MAX_FORMAT: i32 = 4;
 /// The revision this binary writes (table `meta`).
-pub const REVISION: i64 = 5;
+pub const REVISION: i64 = 6;
 
 /// The tables of format 3, as 0.1.0 created them.
 const FORMAT_3: &str = "
@@ -80,6 +81,23 @@ CREATE TABLE IF NOT EXISTS member_idle (
     pid          INTEGER NOT NULL,
     start_time   INTEGER NOT NULL,
     cgroup       TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The additions of revision 6: the forced idle of core scheduling charged to each group (its
+/// total, kept when members leave and when the group empties, so the counter never goes down),
+/// and the last reading of each member's cgroup, valid only for the member with that identity.
+const REVISION_6: &str = "
+CREATE TABLE IF NOT EXISTS group_force_idle (
+    group_key TEXT PRIMARY KEY NOT NULL,
+    usec      INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS member_force_idle (
+    container_id TEXT PRIMARY KEY NOT NULL,
+    pid          INTEGER NOT NULL,
+    start_time   INTEGER NOT NULL,
+    cgroup       TEXT NOT NULL,
+    usec         INTEGER NOT NULL
 ) WITHOUT ROWID;
 ";
 
@@ -206,7 +224,7 @@ pub(super) const REFILLED: &str = "DELETE FROM meta WHERE key = 'refill';";
 /// The whole schema of a new file, with its header, in one transaction (WAL mode first).
 pub(super) fn create_sql() -> String {
     format!(
-        "PRAGMA journal_mode = WAL; BEGIN; {FORMAT_3} {REVISION_5} {} {OWE_REFILL} PRAGMA application_id = {APPLICATION_ID}; \
+        "PRAGMA journal_mode = WAL; BEGIN; {FORMAT_3} {REVISION_5} {REVISION_6} {} {OWE_REFILL} PRAGMA application_id = {APPLICATION_ID}; \
          PRAGMA user_version = {FORMAT}; COMMIT;",
         set_revision()
     )
@@ -227,6 +245,7 @@ pub(super) fn upgrade_sql(format: i32, revision: i64) -> Option<String> {
         f += 1;
     }
     sql.push_str(REVISION_5);
+    sql.push_str(REVISION_6);
     if format == 4 {
         sql.push_str(FOLD_FORMAT_4);
     }

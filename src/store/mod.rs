@@ -16,6 +16,7 @@ use crate::error::{Chain, FailureReason};
 use crate::kernel::Cookie;
 use crate::procfs::Pid;
 
+mod force_idle;
 mod format;
 mod members;
 

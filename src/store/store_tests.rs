@@ -87,7 +87,9 @@ fn assert_healthy(s: &Store) {
         tables(s),
         [
             "failures",
+            "group_force_idle",
             "groups",
+            "member_force_idle",
             "member_idle",
             "members",
             "members_by_group",
