@@ -209,7 +209,7 @@ EOF
     for m in "${MANS[@]}"; do echo "usr/share/man/man1/$m|-rw-r--r--"; done
     # README's links: the docs pages and the changelog, beside it.
     echo "usr/share/doc/$PKG/CHANGELOG.md|-rw-r--r--"
-    for d in "$ROOT"/docs/*.md; do echo "usr/share/doc/$PKG/docs/${d##*/}|-rw-r--r--"; done
+    for d in "$ROOT"/docs/*.md "$ROOT"/docs/*.svg; do echo "usr/share/doc/$PKG/docs/${d##*/}|-rw-r--r--"; done
 }
 # compare_listing NAME FILE: FILE has "mode owner path" lines
 compare_listing() {

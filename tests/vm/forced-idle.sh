@@ -3,11 +3,9 @@
 # (tests/vm/tier.sh through tier-guest.sh). With kernel.sched_schedstats = 1, CPU-bound co-run
 # recorders (examples/corun.rs) as runc containers' own processes, pinned to the two SMT siblings:
 #   - a group that runs alone (tenant-c/solo on one sibling, nothing on the other): its counter
-#     oci_coresched_hook_group_force_idle_seconds_total stays flat (under 10% of the time it ran);
+#     oci_coresched_hook_group_force_idle_seconds_total stays flat (under 0.3 s over its 5 s);
 #   - two tenants that contend (tenant-a/web and tenant-b/web, one on each sibling): each counter
-#     is positive, and their sum rises between two readings of `metrics` 4.5 s apart. The kernel
-#     charges forced idle to the task that ran while its sibling was held idle, in the runs it
-#     gets: one group's counter can stand still for seconds while the other's grows.
+#     is positive and rises from before they contend to after.
 # Also the price of counting: a pipe ping-pong between two threads on one CPU (two context
 # switches a round trip), with kernel.sched_schedstats 0 and 1, three rounds each (printed).
 set -euo pipefail
@@ -23,9 +21,11 @@ X=$WORK/x
 mkdir -p "$X"
 [[ -w $SCHEDSTATS ]] || { bad "no writable $SCHEDSTATS (CONFIG_SCHEDSTATS)"; exit 1; }
 
-# busy ID CPU SECONDS ANNOTATIONS_JSON: a runc container whose process is the recorder, waiting
-# on $X/ID.go, then spinning on CPU for SECONDS (container starts take seconds under TCG: the pipe
-# starts the contenders together, once both are up).
+# busy ID CPU SECONDS ANNOTATIONS_JSON: a runc container that runs the recorder, waiting on
+# $X/ID.go, spinning on CPU for SECONDS, then sleeping, so that its cgroup (and its forced idle)
+# is still there to be read once the spinning is over: while two recorders keep both siblings
+# busy this shell hardly runs at all, so readings are taken before and after. Container starts
+# take seconds under TCG: the pipe starts the contenders together, once both are up.
 busy() {
     local id=$1 cpu=$2 secs=$3 ann=$4 dir=$WORK/bundles/$1
     mkdir -p "$dir"
@@ -33,8 +33,8 @@ busy() {
     mkfifo "$X/$id.go"
     jq --argjson ann "$ann" --arg bin "$BIN" --arg cfg "$WORK/config.toml" --arg state "$STATE" \
         --arg corun "$CORUN" --arg cpu "$cpu" --arg secs "$secs" --arg x "$X" --arg id "$id" '
-        .process.args = ["/corun", "run", "--cpu", $cpu, "--seconds", $secs, "--go", ("/x/" + $id + ".go"),
-                         "--out", ("/x/" + $id + ".txt")]
+        .process.args = ["/bin/sh", "-c", ("/corun run --cpu " + $cpu + " --seconds " + $secs + " --go /x/" + $id
+                         + ".go --out /x/" + $id + ".txt; exec sleep 600")]
         | .mounts += [{destination: "/corun", type: "bind", source: $corun, options: ["bind", "ro"]},
                       {destination: "/x", type: "bind", source: $x, options: ["rbind", "rw"]}]
         | .annotations = $ann
@@ -62,9 +62,14 @@ idle() {
     echo "${v:-0}"
 }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
-# ran ID: the seconds the recorder of container ID ran (its record's ran_ns), once it wrote it.
+# wait_record ID: until the recorder of container ID wrote its record (it is done spinning).
+wait_record() {
+    for _ in $(seq 120); do [[ -s $X/$1.txt ]] && return; sleep 0.5; done
+    bad "the recorder of $1 wrote no record"
+}
+# ran ID: the seconds the recorder of container ID ran (its record's ran_ns).
 ran() {
-    for _ in $(seq 60); do [[ -s $X/$1.txt ]] && break; sleep 0.5; done
+    wait_record "$1"
     sed -n '1s/.* ran_ns=\([0-9]*\).*/\1/p' "$X/$1.txt" | awk '{ printf "%.3f", $1 / 1e9 }'
 }
 
@@ -73,24 +78,22 @@ check "metrics says forced idle is counted (schedstats 1)" \
     bash -c "'$BIN' --log-level off --state-dir '$STATE' metrics | grep -qx 'oci_coresched_hook_schedstats_enabled 1'"
 
 busy solo 0 5 '{"oci-coresched-hook/group":"solo","io.kubernetes.pod.namespace":"tenant-c"}' || bad "solo did not start"
-go solo
-sleep 1
 s1=$(idle tenant-c/solo)
-sleep 3
+go solo
+wait_record solo
 s2=$(idle tenant-c/solo)
-echo "# forced idle of tenant-c/solo, alone: $s1 s, then $s2 s 3 s later"
-check "a group that runs alone: its forced idle stays flat ($s1 -> $s2 s over 3 s)" lt "$(awk -v a="$s1" -v b="$s2" 'BEGIN { print b - a }')" 0.3
-sleep 2
+echo "# forced idle of tenant-c/solo, which ran $(ran solo) s alone: $s1 s before, $s2 s after"
+check "a group that runs alone: its forced idle stays flat ($s1 -> $s2 s)" lt "$(awk -v a="$s1" -v b="$s2" 'BEGIN { print b - a }')" 0.3
 
 busy web-a 0 8 '{"oci-coresched-hook/group":"web","io.kubernetes.pod.namespace":"tenant-a"}' || bad "web-a did not start"
 busy web-b 1 8 '{"oci-coresched-hook/group":"web","io.kubernetes.pod.namespace":"tenant-b"}' || bad "web-b did not start"
-go web-a web-b
-sleep 1.5
 a1=$(idle tenant-a/web) b1=$(idle tenant-b/web)
-sleep 4.5
+go web-a web-b
+wait_record web-a
+wait_record web-b
 a2=$(idle tenant-a/web) b2=$(idle tenant-b/web)
 ra=$(ran web-a) rb=$(ran web-b)
-echo "# forced idle while tenant-a/web and tenant-b/web contend: tenant-a/web $a1 -> $a2 s (it ran $ra s of 8), tenant-b/web $b1 -> $b2 s (it ran $rb s of 8), readings about 5 s apart"
+echo "# forced idle while tenant-a/web and tenant-b/web contend: tenant-a/web $a1 -> $a2 s (it ran $ra s of 8), tenant-b/web $b1 -> $b2 s (it ran $rb s of 8), before and after"
 check "two tenants contending: their forced idle rises ($a1 + $b1 -> $a2 + $b2 s)" \
     lt "$(awk -v a="$a1" -v b="$b1" 'BEGIN { print a + b }')" "$(awk -v a="$a2" -v b="$b2" 'BEGIN { print a + b }')"
 check "two tenants contending: each is charged (tenant-a/web $a2 s, tenant-b/web $b2 s)" bash -c "$(declare -f lt); lt 0 '$a2' && lt 0 '$b2'"
