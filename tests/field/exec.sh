@@ -33,8 +33,8 @@
 #      ExecSync, CRI_EXEC the streaming Exec), OCH_EXEC_FORKS (children of the fork test, default
 #      1000), OCH_EXEC_COST_N (/bin/true execs per engine to time an exec without the probe,
 #      default 0; `make bench-exec` sets 3).
-# Without OCH_EXEC_N the per-engine defaults (runc 10, crun 20, podman 10, nsenter 20, cri 10,
-# cri-exec 10, each on the quiet node and under the storm) keep this part within the test
+# Without OCH_EXEC_N the per-engine defaults (runc 5, crun 10, podman 5, nsenter 10, cri 5,
+# cri-exec 5, each on the quiet node and under the storm) keep this part within the test
 # command's time budget (execs timed in this guest under TCG: crun exec and nsenter ~0.4 s, podman
 # exec ~1.5 s, ExecSync ~3 s, runc exec 2-17 s); `make bench-exec` runs the issue's 200 per engine
 # and condition. Every count used is printed with the issue's 200 beside it.
@@ -58,9 +58,9 @@ ISSUE_N=200
 FORKS=${OCH_EXEC_FORKS:-1000}
 COST_N=${OCH_EXEC_COST_N:-0}
 declare -A NE=(
-    [runc]=${OCH_EXEC_N_RUNC:-${OCH_EXEC_N:-10}} [crun]=${OCH_EXEC_N_CRUN:-${OCH_EXEC_N:-20}}
-    [podman]=${OCH_EXEC_N_PODMAN:-${OCH_EXEC_N:-10}} [nsenter]=${OCH_EXEC_N_NSENTER:-${OCH_EXEC_N:-20}}
-    [cri]=${OCH_EXEC_N_CRI:-${OCH_EXEC_N:-10}} [cri-exec]=${OCH_EXEC_N_CRI_EXEC:-${OCH_EXEC_N:-10}})
+    [runc]=${OCH_EXEC_N_RUNC:-${OCH_EXEC_N:-5}} [crun]=${OCH_EXEC_N_CRUN:-${OCH_EXEC_N:-10}}
+    [podman]=${OCH_EXEC_N_PODMAN:-${OCH_EXEC_N:-5}} [nsenter]=${OCH_EXEC_N_NSENTER:-${OCH_EXEC_N:-10}}
+    [cri]=${OCH_EXEC_N_CRI:-${OCH_EXEC_N:-5}} [cri-exec]=${OCH_EXEC_N_CRI_EXEC:-${OCH_EXEC_N:-5}})
 ENGINES=(runc crun podman nsenter cri cri-exec)
 declare -A LABEL=(
     [runc]='`runc exec`' [crun]='`crun exec`' [podman]='`podman exec` (crun)'
