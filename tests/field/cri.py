@@ -131,8 +131,9 @@ class Cri:
         r = self.call("RunPodSandbox", req, self.pb.RunPodSandboxResponse)
         return r.pod_sandbox_id
 
-    def create(self, pod_id, sandbox, name, command, annotations=None, uid=None):
-        """A container of the pod; uid: the user its process runs as (kubelet's runAsUser)."""
+    def create(self, pod_id, sandbox, name, command, annotations=None, uid=None, mounts=()):
+        """A container of the pod; uid: the user its process runs as (kubelet's runAsUser); mounts:
+        CRI Mounts (hostPath volumes)."""
         pb = self.pb
         sc = pb.LinuxContainerSecurityContext(namespace_options=self.ns_options())
         if uid is not None:
@@ -143,6 +144,7 @@ class Cri:
             command=command,
             log_path=f"{name}.log",
             annotations=annotations or {},
+            mounts=list(mounts),
             linux=pb.LinuxContainerConfig(security_context=sc),
         )
         req = pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=c, sandbox_config=sandbox)

@@ -12,12 +12,14 @@
 #
 # Scenarios: the install (files as the manifest says), tenant pods in two namespaces through the
 # DaemonSet's NRI plugin, an ExecSync probe and a CRI Exec (kubectl exec's path) through its
-# follower, the plugin's container killed and restarted by "kubelet" with tenant pods started
-# meanwhile (catch-up, then exec'd processes covered), a rolling update (the same image under a new
+# follower, co-run pairs on those tenant pods (tests/field/isolation.py: two tenants, one group, an
+# exec'd recorder against another tenant), the plugin's container killed and restarted by
+# "kubelet" with tenant pods started meanwhile (catch-up, then exec'd processes covered), a rolling update (the same image under a new
 # tag), `rebuild`, and the uninstall. Throughout, the DaemonSet's own containers (`nri`, `follow`)
 # must be at cookie 0, also when `follow` was given a cookie by hand before the plugin restarts.
 #
-#   daemonset.py GEN_DIR MANIFEST IMAGE_TAR      prints TAP lines and a summary line
+#   daemonset.py GEN_DIR MANIFEST IMAGE_TAR CORUN
+#                   CORUN: the co-run recorder on the node; prints TAP lines and a summary line
 """The DaemonSet of packaging/kubernetes/, run as kubelet would run it, in the field tier."""
 
 import json
@@ -30,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cri as base  # noqa: E402  (CRI client, TAP counters)
+import isolation as iso  # noqa: E402  (the co-run pairs)
 import kubelet  # noqa: E402  (the kubelet stand-in)
 
 from cri import G, bad, check, note, wait_for  # noqa: E402
@@ -233,12 +236,16 @@ class Scenarios:
 
     # tenant pods (cri.py's kubelet-style configs, the field image)
 
-    def tenant(self, name, namespace):
+    def tenant(self, name, namespace, cpu=None):
+        """A tenant pod of group web; with CPU its process is a co-run recorder's loop on that CPU."""
         t0 = time.monotonic()
         sb = self.cri.sandbox_config(name, namespace, {G: "web"}, "burstable")
         pod_id = self.cri.run_pod(sb)
         self.tenants[name] = (pod_id, sb)
-        cid = self.cri.create(pod_id, sb, "app", ["/bin/sleep", "3600"])
+        if cpu is None:
+            cid = self.cri.create(pod_id, sb, "app", ["/bin/sleep", "3600"])
+        else:
+            cid = self.cri.create(pod_id, sb, "app", iso.loop(f"ds-{name}", cpu), mounts=iso.pod_mounts(self.cri.pb))
         self.cri.start(cid)
         self.ctrs[name] = cid
         note(f"tenant pod {namespace}/{name} (group web) running in {time.monotonic() - t0:.0f} s")
@@ -308,8 +315,9 @@ class Scenarios:
         raise RuntimeError("the pod template has no configMap volume")
 
     def tenants_through_nri(self):
+        cpus = {"a1": 0, "a2": 1, "b1": 1}  # the co-run pairs' CPUs
         for name, ns in (("a1", "tenant-a"), ("a2", "tenant-a"), ("b1", "tenant-b")):
-            self.tenant(name, ns)
+            self.tenant(name, ns, cpus[name])
         self.timer.phase("tenant pods")
         c = {n: self.tcookie(n) for n in ("a1", "a2", "b1")}
         note(f"tenant cookies (coresched): {c}")
@@ -323,6 +331,12 @@ class Scenarios:
         self.probe_ok("ExecSync", "a1", c["a1"])
         self.probe_ok("CRI Exec", "b1", c["b1"])
         self.timer.phase("exec probes")
+        route = "DaemonSet (NRI plugin and follower in pods)"
+        a1, a2, b1 = (iso.Side(f"ds-{n}", cpus[n], f"tenant pod {n}") for n in ("a1", "a2", "b1"))
+        got = iso.three_pairs(route, a1, a2, b1, iso.exec_sync_side(self.cri, self.ctrs["a1"], "ds-a1", 0))
+        check(f"{route}: the exec'd recorder ran under its pod's cookie {c['a1']} (it reported {got})",
+              got is not None and int(got, 16) == int(c["a1"], 16), got)
+        self.timer.phase("co-run pairs")
 
     def catch_up(self):
         nri = self.ds.containers["nri"]
@@ -484,8 +498,9 @@ def save_logs(containerd):
 
 
 def main():
-    gen, manifest_path, image_tar = sys.argv[1:4]
+    gen, manifest_path, image_tar, corun = sys.argv[1:5]
     os.makedirs(OUT, exist_ok=True)
+    iso.setup(corun, False)
     t0 = time.monotonic()
     manifest = kubelet.Manifest(manifest_path)
     install = kubelet.container_named(manifest.template, "install")

@@ -14,6 +14,9 @@
 #           with SystemdCgroup = true), the NRI unit and one base_runtime_spec pod
 #   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
 #   exec    tests/field/exec.sh: the exec window, with the follower unit
+#   isolation  tests/field/isolation.py: co-run pairs (two tenants, one group, an exec'd process
+#           against another tenant) through podman's hooks.d, containerd's base_runtime_spec and
+#           NRI plugin, right after a follower restart and after a containerd restart
 #   upgrade tests/field/upgrade.py: the previous release (in/previous.deb) installed on a node
 #           without the package, pods of three groups on containerd's NRI with the systemd cgroup
 #           driver, then the upgrade to this .deb, the rollback and the upgrade again, with
@@ -32,7 +35,7 @@ IN=$X/in
 export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
-PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec) # between units.sh check and units.sh remove
+PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec isolation) # between units.sh check and units.sh remove
 PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} upgrade daemonset} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
@@ -213,6 +216,18 @@ part_exec() {
     part "exec window" tests/field/exec.sh "$IN/rootfs.tar" "$GEN"
 }
 
+# isolation: co-run recorders on the two siblings, containerd with kubelet's systemd cgroup driver
+# (its runc-spec handler is the base_runtime_spec route, its runc handler the NRI plugin's).
+part_isolation() {
+    phase isolation
+    cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
+    containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    install -m 0755 "$IN/corun" /tmp/corun
+    part "isolation (co-run pairs through the routes)" python3 tests/field/isolation.py "$GEN" /tmp/corun
+    systemctl stop containerd
+}
+
 for p in "${PARTS_IN_ORDER[@]}"; do
     if want "$p"; then "part_$p"; fi
 done
@@ -247,6 +262,7 @@ if want upgrade; then
 fi
 if want daemonset; then
     phase daemonset
-    part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar"
+    install -m 0755 "$IN/corun" /tmp/corun
+    part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar" /tmp/corun
 fi
 summary

@@ -25,7 +25,7 @@ FILES = [  # path in the image = path in the Debian 13 root
     "usr/lib/x86_64-linux-gnu/libc.so.6",
     "usr/lib64/ld-linux-x86-64.so.2",
 ]
-APPLETS = ["sh", "sleep", "cat", "echo", "ls", "true"]
+APPLETS = ["sh", "sleep", "cat", "echo", "ls", "true", "mv"]
 DIRS = ["bin", "dev", "etc", "proc", "run", "sys", "tmp", "usr", "usr/bin", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib64", "var"]
 LINKS = {"lib": "usr/lib", "lib64": "usr/lib64", **{f"bin/{a}": "/usr/bin/busybox" for a in APPLETS}}
 

@@ -17,10 +17,11 @@
 # The exec-window probe (examples/exec-window.rs) is built static like the shipped binary and put
 # into the image as /usr/bin/exec-window (tests/field/exec.sh runs it in containers); the fork
 # storm (examples/fork-storm.rs), built the same way, goes to the guest as in/fork-storm (exec.sh
-# runs it on the node, outside every container).
+# runs it on the node, outside every container). The co-run recorder (examples/corun.rs), built the
+# same way, is /usr/bin/corun in the image and in/corun on the node (tests/field/isolation.py).
 # Env passed to the guest: OCH_FIELD_PARTS (default: all parts, in guest.sh's order), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,NSENTER,CRI,CRI_EXEC}, OCH_EXEC_FORKS, OCH_EXEC_COST_N
-# (tests/field/exec.sh). OCH_FIELD_TIMEOUT: the guest's timeout in seconds (default 2700).
+# (tests/field/exec.sh), OCH_ISO_SECONDS, OCH_ISO_CONTROL_MIN (tests/field/isolation.py). OCH_FIELD_TIMEOUT: the guest's timeout in seconds (default 2700).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
 # The exec part's table (exec/exec-table.md in the exchange directory) is also copied to
@@ -48,13 +49,14 @@ TRIPLE=x86_64-unknown-linux-gnu
 TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --offline | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 t0=$(date +%s)
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
-    cargo build --quiet --release --locked --target "$TRIPLE" --example exec-window --example fork-storm
+    cargo build --quiet --release --locked --target "$TRIPLE" --example exec-window --example fork-storm --example corun
 PROBE=$TARGET_DIR/$TRIPLE/release/examples/exec-window
 STORM=$TARGET_DIR/$TRIPLE/release/examples/fork-storm
-for b in "$PROBE" "$STORM"; do
+CORUN=$TARGET_DIR/$TRIPLE/release/examples/corun
+for b in "$PROBE" "$STORM" "$CORUN"; do
     file "$b" | grep -q 'static-pie linked' || { log "$b is not static-pie: $(file "$b")"; exit 1; }
 done
-log "exec-window probe and fork storm built in $(($(date +%s) - t0)) s"
+log "exec-window probe, fork storm and co-run recorder built in $(($(date +%s) - t0)) s"
 
 # The previous release's .deb, for the upgrade part (built from this repository's history once,
 # cached by commit).
@@ -66,7 +68,8 @@ mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
 cp -- "$PREV_DEB" "$X/in/previous.deb"
 cp -- "$STORM" "$X/in/fork-storm"
-python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window"
+cp -- "$CORUN" "$X/in/corun"
+python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window" "$CORUN=usr/bin/corun"
 # The DaemonSet part's node installer image, as `make package` builds it (the part fails without it).
 if [[ -f target/packaging/oci-coresched-hook-image.tar ]]; then cp -- target/packaging/oci-coresched-hook-image.tar "$X/in/"; fi
 
@@ -75,12 +78,12 @@ if [[ -n ${CI:-} && -n ${OCH_FIELD_PARTS:-} ]]; then
     log "OCH_FIELD_PARTS=$OCH_FIELD_PARTS is set under CI: the field tier runs all of its parts there"
     exit 1
 fi
-rm -f target/field/exec-table.md # never a stale one: copied from this run's guest below, or missing
+rm -f target/field/exec-table.md target/field/isolation-table.txt # never stale: copied from this run's guest below, or missing
 start=$(date +%s)
 rc=0
 genv=()
 for v in OCH_FIELD_PARTS OCH_EXEC_N OCH_EXEC_N_RUNC OCH_EXEC_N_CRUN OCH_EXEC_N_PODMAN OCH_EXEC_N_NSENTER OCH_EXEC_N_CRI \
-    OCH_EXEC_N_CRI_EXEC OCH_EXEC_FORKS OCH_EXEC_COST_N; do
+    OCH_EXEC_N_CRI_EXEC OCH_EXEC_FORKS OCH_EXEC_COST_N OCH_ISO_SECONDS OCH_ISO_CONTROL_MIN; do
     [[ -n ${!v:-} ]] && genv+=(--env "$v=${!v}")
 done
 # The guest runs the scripts of a copy taken now (tests/field/ and packaging/, all the parts read):
@@ -94,6 +97,10 @@ log "guest run: $(($(date +%s) - start)) s, exit status $rc"
 if [[ -f $X/exec/exec-table.md ]]; then
     mkdir -p target/field && cp -- "$X/exec/exec-table.md" target/field/exec-table.md
     log "exec window table: target/field/exec-table.md"
+fi
+if [[ -f $X/isolation/table.txt ]]; then
+    mkdir -p target/field && cp -- "$X/isolation/table.txt" target/field/isolation-table.txt
+    log "co-run pairs through the routes (route|pair|wanted|share|control|try): target/field/isolation-table.txt"
 fi
 if ((update)); then
     python3 tests/field/fixtures.py "$X/states" tests/fixtures/field

@@ -123,7 +123,8 @@ class SystemdCri(base.Cri):
     def cgroup_parent(self, uid, qos):
         return kubelet_slice(uid, qos)
 
-    def create_with(self, pod_id, sandbox, name, command, annotations, resources):
+    def create_with(self, pod_id, sandbox, name, command, annotations, resources, mounts=()):
+        """A container of the pod with kubelet's RESOURCES; MOUNTS: CRI Mounts (hostPath volumes)."""
         pb = self.pb
         c = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
@@ -131,6 +132,7 @@ class SystemdCri(base.Cri):
             command=command,
             log_path=f"{name}.log",
             annotations=annotations or {},
+            mounts=list(mounts),
             linux=pb.LinuxContainerConfig(
                 resources=pb.LinuxContainerResources(**resources),
                 security_context=pb.LinuxContainerSecurityContext(namespace_options=self.ns_options()),
