@@ -15,7 +15,7 @@
 #   podman  tests/field/podman.sh: podman with crun and with runc, the packaged hooks.d file
 #   exec    tests/field/exec.sh: the exec window, with the follower unit
 #   isolation  tests/field/isolation.py: co-run pairs (two tenants, one group, an exec'd process
-#           against another tenant) through podman's hooks.d, containerd's base_runtime_spec and
+#           against another tenant) through podman's hooks.d (rootful and rootless), containerd's base_runtime_spec and
 #           NRI plugin, right after a follower restart and after a containerd restart
 #   upgrade tests/field/upgrade.py: the previous release (in/previous.deb) installed on a node
 #           without the package, pods of three groups on containerd's NRI with the systemd cgroup

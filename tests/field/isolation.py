@@ -13,6 +13,8 @@
 # cookie. Routes, each with three pairs (two tenants, one group, an exec'd process against another
 # tenant):
 #   podman through the packaged hooks.d file (crun), then again right after a follower restart;
+#   rootless podman through the same file, run by an unprivileged user (the user's own cache; its
+#   exec'd recorder covered by `reconcile` run by the user, as docs/wiring.md says);
 #   containerd with kubelet's systemd cgroup driver through base_runtime_spec (the runc-spec
 #   handler, the NRI plugin stopped), through the NRI plugin, then again right after a containerd
 #   restart (with pods created after it);
@@ -111,14 +113,16 @@ class Host(Side):
 class Exec(Side):
     """A recorder exec'd into a running container by SPAWN(argv); `cookie` is the one it reported."""
 
-    def __init__(self, name, cpu, desc, spawn):
+    def __init__(self, name, cpu, desc, spawn, then=None):
         super().__init__(name, cpu, desc)
-        self.spawn = spawn
+        self.spawn, self.then = spawn, then
 
     def start(self):
         self.spawn(["/bin/sh", "-c", once(self.name, self.cpu)])
         if not wait_for(lambda: corun_pids(self.name), 60, 0.2):
             raise RuntimeError(f"{self.desc}: no exec'd recorder appeared in 60 s")
+        if self.then:
+            self.then()
 
 
 def send_start(name, t, timeout=60):
@@ -240,6 +244,90 @@ def podman_route():
                   got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
     finally:
         run([*PODMAN, "rm", "-f", "-t", "0", *(f"iso-{n}" for n in names)])
+
+
+# --- rootless podman -----------------------------------------------------------------------------
+
+
+RL_USER = "och-rootless"
+RL_CG = "/sys/fs/cgroup/och-rootless"  # delegated to the user, as a systemd user session's would be
+
+
+def rootless_route():
+    """Rootless podman (crun) through the same hooks.d file, run by an unprivileged user: the hook
+    runs inside podman's user namespace and keeps the user's own cache in /run/user/<uid>. The user
+    has no subordinate ids (podman maps the one uid) and no systemd user session: its podman
+    commands start from cgroups under one the user owns, as in a delegated user session, where
+    crun makes each container's cgroup. The system follower does not read a user's cache (docs/wiring.md): the exec'd
+    recorder gets its cookie from `reconcile` run by the user, as documented."""
+    route = "rootless podman (hooks.d, crun)"
+    r = run(["sh", "-c", f"getent passwd {RL_USER} >/dev/null || useradd --system --create-home --home-dir /home/{RL_USER} --shell /bin/sh {RL_USER}"])
+    if r.returncode != 0:
+        raise RuntimeError(f"useradd {RL_USER}: {r.stderr.strip()}")
+    uid = int(run(["id", "-u", RL_USER]).stdout)
+    rt = f"/run/user/{uid}"
+    home = f"/home/{RL_USER}"
+    rootfs = f"{home}/rootfs"
+    setup = (
+        f"mkdir -p {rt} && chown {RL_USER}: {rt} && chmod 700 {rt} && chmod 1777 {X}"
+        f" && mkdir -p {RL_CG} && chown -R {RL_USER}: {RL_CG}"
+        f" && runuser -u {RL_USER} -- sh -c 'rm -rf {rootfs} && mkdir -p {rootfs} && tar -xf /run/xchg/in/rootfs.tar -C {rootfs}'"
+    )
+    r = run(["sh", "-c", setup])
+    if r.returncode != 0:
+        raise RuntimeError(f"rootless setup: {r.stderr.strip()[-400:]}")
+    env = ["env", "-i", f"HOME={home}", f"XDG_RUNTIME_DIR={rt}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
+    po = ["podman", "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--storage-driver", "vfs", "--runtime", "crun"]
+
+    def as_user(cgroup, argv):
+        """ARGV run by the user from its cgroup CGROUP (made and given to the user if new)."""
+        cg = f"{RL_CG}/{cgroup}"
+        cmd = f'mkdir -p {cg} && chown -R {RL_USER}: {cg} && echo $$ > {cg}/cgroup.procs && exec "$@"'
+        return run(["sh", "-c", cmd, "sh", "runuser", "-u", RL_USER, "--", *env, *argv])
+
+    names = {"ra1": ("tenant-a", 0), "ra2": ("tenant-a", 1), "rb1": ("tenant-b", 1)}
+    sides = {}
+    # podman's pause process (which holds its user namespace) starts with the user's first podman
+    # command: from a cgroup of its own, never a container's.
+    r = as_user("ctl", [*po, "info", "--format", "{{.Host.CgroupManager}} {{.Host.CgroupsVersion}} rootless={{.Host.Security.Rootless}}"])
+    note(f"rootless podman: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+    try:
+        for name, (ns, cpu) in names.items():
+            t0 = time.monotonic()
+            r = as_user(f"c-{name}", [*po, "run", "-d", "--name", f"iso-{name}", "--network", "none", "-v", f"{X}:/x",
+                                      "--annotation", f"{G}=web", "--annotation", f"{NS}={ns}", "--rootfs", rootfs, *loop(name, cpu)])
+            if r.returncode != 0:
+                raise RuntimeError(f"rootless podman run iso-{name}: {r.stderr.strip()[-600:]}")
+            sides[name] = Side(name, cpu, f"rootless podman iso-{name} ({ns}/web)")
+            pid = as_user("ctl", [*po, "inspect", "-f", "{{.State.Pid}}", f"iso-{name}"]).stdout.strip()
+            with open(f"/proc/{pid}/cgroup") as f:
+                cgl = f.read().strip()
+            with open(f"/proc/{pid}/uid_map") as f:
+                umap = " ".join(f.read().split())
+            note(f"rootless container iso-{name} ({ns}/web, CPU {cpu}) up in {time.monotonic() - t0:.1f} s: init {pid}, {cgl}, uid_map {umap}")
+        lst = as_user("ctl", ["oci-coresched-hook", "list"])
+        note(f"`list` run by {RL_USER}: " + " / ".join(lst.stdout.strip().splitlines()) + lst.stderr.strip()[-300:])
+        check(f"{route}: the hook kept the user's cache in {rt}/oci-coresched-hook",
+              os.path.exists(f"{rt}/oci-coresched-hook"), run(["ls", "-la", rt]).stdout)
+        init = int(as_user("ctl", [*po, "inspect", "-f", "{{.State.Pid}}", "iso-ra1"]).stdout.strip())
+        want = coresched(init)
+
+        def podman_exec(argv):
+            r = as_user("ctl", [*po, "exec", "-d", "iso-ra1", *argv])
+            if r.returncode != 0:
+                raise RuntimeError(f"rootless podman exec -d iso-ra1: {r.stderr.strip()[-400:]}")
+
+        def user_reconcile():
+            r = as_user("ctl", ["oci-coresched-hook", "reconcile"])
+            note(f"`reconcile` run by {RL_USER}: exit {r.returncode}: {(r.stdout + r.stderr).strip()[-300:]}")
+
+        ex = Exec(f"re{int(time.monotonic())}", 0, "a recorder exec'd into iso-ra1", podman_exec, user_reconcile)
+        got = three_pairs(route, sides["ra1"], sides["ra2"], sides["rb1"], ex)
+        check(f"{route}: the exec'd recorder ran under its container's cookie {want} once the user ran reconcile (it reported {got})",
+              got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+    finally:
+        as_user("ctl", [*po, "rm", "-f", "-t", "0", *(f"iso-{n}" for n in names)])
+        run(["sh", "-c", f"pkill -u {RL_USER}; sleep 1; pkill -9 -u {RL_USER}; true"])
 
 
 # --- containerd ----------------------------------------------------------------------------------
@@ -373,6 +461,10 @@ def main():
             podman_route()
         except Exception as e:
             bad(f"podman route aborted: {e}")
+        try:
+            rootless_route()
+        except Exception as e:
+            bad(f"rootless podman route aborted: {e}")
         run(["systemctl", "stop", NRI_UNIT])
         try:
             containerd_route(cri, "containerd (base_runtime_spec, systemd cgroup driver)", "runc-spec", "s").close()
