@@ -54,6 +54,8 @@ ROOTFS = "/tmp/iso-rootfs"
 FOLLOW_UNIT = sd.FOLLOW_UNIT
 NRI_UNIT = sd.NRI_UNIT
 SHARE = re.compile(r"share=([0-9.]+) a_cookie=(\S+) b_cookie=(\S+)")
+CORUN = "/tmp/corun"  # the recorder on the node (setup)
+CTL_A = CTL_B = None  # the control pair: two host processes on the two siblings (setup)
 
 
 def once(name, cpu):
@@ -111,7 +113,8 @@ class Host(Side):
 
 
 class Exec(Side):
-    """A recorder exec'd into a running container by SPAWN(argv); `cookie` is the one it reported."""
+    """A recorder exec'd into a running container by SPAWN(argv) for each measurement; THEN, if
+    given, runs once the recorder is there (before its start)."""
 
     def __init__(self, name, cpu, desc, spawn, then=None):
         super().__init__(name, cpu, desc)
@@ -166,10 +169,6 @@ def measure(a, b):
 
 def pct(x):
     return f"{x * 100:.2f}%"
-
-
-CORUN = "/tmp/corun"  # the recorder on the node (setup)
-CTL_A = CTL_B = None  # the control pair: two host processes on the two siblings (setup)
 
 
 def pair(route, label, want, a, b):
