@@ -333,9 +333,7 @@ class Scenarios:
         self.timer.phase("exec probes")
         route = "DaemonSet (NRI plugin and follower in pods)"
         a1, a2, b1 = (iso.Side(f"ds-{n}", cpus[n], f"tenant pod {n}") for n in ("a1", "a2", "b1"))
-        got = iso.three_pairs(route, a1, a2, b1, iso.exec_sync_side(self.cri, self.ctrs["a1"], "ds-a1", 0))
-        check(f"{route}: the exec'd recorder ran under its pod's cookie {c['a1']} (it reported {got})",
-              got is not None and int(got, 16) == int(c["a1"], 16), got)
+        iso.three_pairs(route, a1, a2, b1, iso.exec_sync_side(self.cri, self.ctrs["a1"], "ds-a1", 0), c["a1"])
         self.timer.phase("co-run pairs")
 
     def catch_up(self):

@@ -142,6 +142,8 @@ mv /usr/bin/oci-coresched-hook /usr/lib/och-field/oci-coresched-hook
 install -m 0755 tests/field/capture-hook.sh /usr/bin/oci-coresched-hook
 /usr/bin/oci-coresched-hook --version | sed 's/^/# /'
 mkdir -p /etc/containerd
+# The co-run recorder on the node (the isolation and DaemonSet parts), out of the 9p share.
+install -m 0755 "$IN/corun" /tmp/corun || setup_failed "cannot install the co-run recorder from $IN/corun"
 
 # --- the parts ----------------------------------------------------------------------------------
 # units: with the packaged config (syslog = true, log_level info), right after the installation.
@@ -223,7 +225,6 @@ part_isolation() {
     cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
     containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
-    install -m 0755 "$IN/corun" /tmp/corun
     part "isolation (co-run pairs through the routes)" python3 tests/field/isolation.py "$GEN" /tmp/corun
     systemctl stop containerd
 }
@@ -262,7 +263,6 @@ if want upgrade; then
 fi
 if want daemonset; then
     phase daemonset
-    install -m 0755 "$IN/corun" /tmp/corun
     part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar" /tmp/corun
 fi
 summary

@@ -196,53 +196,79 @@ def pair(route, label, want, a, b):
     return ca, cb
 
 
-def three_pairs(route, a1, a2, b1, exec_a):
+def exec_pair(route, exec_a, b, want):
+    """EXEC_A, a recorder exec'd into a tenant-a/web container (CPU 0), against B of tenant-b/web
+    (CPU 1); the exec'd recorder must also report WANT, its container's cookie."""
+    got, _ = pair(route, "an exec'd process against another tenant (tenant-a/web exec'd, tenant-b/web)", "apart", exec_a, b)
+    check(f"{route}: the exec'd recorder ran under its container's cookie {want} (it reported {got})",
+          got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+
+
+def three_pairs(route, a1, a2, b1, exec_a, want):
     """The three pairs of a route: A1 (CPU 0) and A2 (CPU 1) of one group, B1 (CPU 1) of another
-    tenant's group of the same name, EXEC_A a recorder exec'd into A's container on CPU 0."""
+    tenant's group of the same name, EXEC_A a recorder exec'd into A's container on CPU 0 (which
+    must report WANT, the cookie of that container)."""
     pair(route, "two tenants naming the same group (tenant-a/web, tenant-b/web)", "apart", a1, b1)
     pair(route, "one group's containers (tenant-a/web, tenant-a/web)", "together", a1, a2)
-    ce, _ = pair(route, "an exec'd process against another tenant (tenant-a/web exec'd, tenant-b/web)", "apart", exec_a, b1)
-    return ce
+    exec_pair(route, exec_a, b1, want)
 
 
 # --- podman -----------------------------------------------------------------------------------------
+# A podman runner: podman(args, cgroup) runs `podman ARGS` (with PODMAN's options) and returns the
+# completed process; CGROUP names the cgroup to start it from where the runner chooses one.
+
+
+def start_podman(podman, rootfs, prefix, what):
+    """Three containers of the route, each a recorder's loop: PREFIX-a1 (tenant-a/web, CPU 0),
+    PREFIX-a2 (tenant-a/web, CPU 1), PREFIX-b1 (tenant-b/web, CPU 1), named iso-<key>; sides by
+    key. Each is started from a cgroup of its own (c-<key>)."""
+    sides = {}
+    for key, ns, cpu in ((f"{prefix}a1", "tenant-a", 0), (f"{prefix}a2", "tenant-a", 1), (f"{prefix}b1", "tenant-b", 1)):
+        t0 = time.monotonic()
+        r = podman(["run", "-d", "--name", f"iso-{key}", "--network", "none", "-v", f"{X}:/x", "--annotation", f"{G}=web",
+                    "--annotation", f"{NS}={ns}", "--rootfs", rootfs, *loop(key, cpu)], f"c-{key}")
+        if r.returncode != 0:
+            raise RuntimeError(f"{what} run iso-{key}: {r.stderr.strip()[-600:]}")
+        sides[key] = Side(key, cpu, f"{what} iso-{key} ({ns}/web)")
+        note(f"{what} container iso-{key} ({ns}/web, CPU {cpu}) up in {time.monotonic() - t0:.1f} s")
+    return sides
+
+
+def podman_pid(podman, key):
+    """The pid of container iso-KEY's process."""
+    return int(podman(["inspect", "-f", "{{.State.Pid}}", f"iso-{key}"], "ctl").stdout.strip())
+
+
+def podman_exec_side(podman, key, what, then=None):
+    """A recorder exec'd by `podman exec -d` into iso-KEY on CPU 0; THEN as Exec says."""
+
+    def spawn(argv):
+        r = podman(["exec", "-d", f"iso-{key}", *argv], "ctl")
+        if r.returncode != 0:
+            raise RuntimeError(f"{what} exec -d iso-{key}: {r.stderr.strip()[-400:]}")
+
+    return Exec(f"pe{key}{int(time.monotonic())}", 0, f"a recorder exec'd into iso-{key}", spawn, then)
 
 
 def podman_route():
     if run(["sh", "-c", f"rm -rf {ROOTFS} && mkdir -p {ROOTFS} && tar -xf /run/xchg/in/rootfs.tar -C {ROOTFS}"]).returncode != 0:
         bad("podman: cannot unpack the rootfs")
         return
-    names = {"pa1": ("tenant-a", 0), "pa2": ("tenant-a", 1), "pb1": ("tenant-b", 1)}
-    sides = {}
+
+    def podman(args, _cgroup):
+        return run([*PODMAN, *args])
+
     try:
-        for name, (ns, cpu) in names.items():
-            t0 = time.monotonic()
-            r = run(
-                [*PODMAN, "run", "-d", "--name", f"iso-{name}", "--network", "none", "-v", f"{X}:/x",
-                 "--annotation", f"{G}=web", "--annotation", f"{NS}={ns}", "--rootfs", ROOTFS, *loop(name, cpu)]
-            )
-            if r.returncode != 0:
-                raise RuntimeError(f"podman run iso-{name}: {r.stderr.strip()[-400:]}")
-            sides[name] = Side(name, cpu, f"podman iso-{name} ({ns}/web)")
-            note(f"podman container iso-{name} ({ns}/web, CPU {cpu}) up in {time.monotonic() - t0:.1f} s")
-
-        def podman_exec(argv):
-            r = run([*PODMAN, "exec", "-d", "iso-pa1", *argv])
-            if r.returncode != 0:
-                raise RuntimeError(f"podman exec -d iso-pa1: {r.stderr.strip()[-400:]}")
-
-        init = int(run([*PODMAN, "inspect", "-f", "{{.State.Pid}}", "iso-pa1"]).stdout.strip())
-        want = coresched(init)
+        sides = start_podman(podman, ROOTFS, "p", "podman")
+        want = coresched(podman_pid(podman, "pa1"))
         for route in ("podman (hooks.d, crun)", "podman (hooks.d, crun), after a follower restart"):
             if "restart" in route:
                 r = run(["systemctl", "restart", FOLLOW_UNIT])
                 check(f"systemctl restart {FOLLOW_UNIT}", r.returncode == 0, r.stderr)
-            ex = Exec(f"pe{int(time.monotonic())}", 0, "a recorder exec'd into iso-pa1", podman_exec)
-            got = three_pairs(route, sides["pa1"], sides["pa2"], sides["pb1"], ex)
-            check(f"{route}: the exec'd recorder ran under its container's cookie {want} (it reported {got})",
-                  got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+            ex = podman_exec_side(podman, "pa1", "podman")
+            three_pairs(route, sides["pa1"], sides["pa2"], sides["pb1"], ex, want)
     finally:
-        run([*PODMAN, "rm", "-f", "-t", "0", *(f"iso-{n}" for n in names)])
+        podman(["rm", "-f", "-t", "0", *(f"iso-{k}" for k in ("pa1", "pa2", "pb1"))], "ctl")
 
 
 # --- rootless podman -----------------------------------------------------------------------------
@@ -257,8 +283,9 @@ def rootless_route():
     runs inside podman's user namespace and keeps the user's own cache in /run/user/<uid>. The user
     has no subordinate ids (podman maps the one uid) and no systemd user session: its podman
     commands start from cgroups under one the user owns, as in a delegated user session, where
-    crun makes each container's cgroup. The system follower does not read a user's cache (docs/wiring.md): the exec'd
-    recorder gets its cookie from `reconcile` run by the user, as documented."""
+    crun makes each container's cgroup. The system follower does not read a user's cache
+    (docs/wiring.md): the exec'd recorder gets its cookie from `reconcile` run by the user, as
+    documented."""
     route = "rootless podman (hooks.d, crun)"
     r = run(["sh", "-c", f"getent passwd {RL_USER} >/dev/null || useradd --system --create-home --home-dir /home/{RL_USER} --shell /bin/sh {RL_USER}"])
     if r.returncode != 0:
@@ -276,7 +303,6 @@ def rootless_route():
     if r.returncode != 0:
         raise RuntimeError(f"rootless setup: {r.stderr.strip()[-400:]}")
     env = ["env", "-i", f"HOME={home}", f"XDG_RUNTIME_DIR={rt}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
-    po = ["podman", "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--storage-driver", "vfs", "--runtime", "crun"]
 
     def as_user(cgroup, argv):
         """ARGV run by the user from its cgroup CGROUP (made and given to the user if new)."""
@@ -284,48 +310,36 @@ def rootless_route():
         cmd = f'mkdir -p {cg} && chown -R {RL_USER}: {cg} && echo $$ > {cg}/cgroup.procs && exec "$@"'
         return run(["sh", "-c", cmd, "sh", "runuser", "-u", RL_USER, "--", *env, *argv])
 
-    names = {"ra1": ("tenant-a", 0), "ra2": ("tenant-a", 1), "rb1": ("tenant-b", 1)}
-    sides = {}
+    def podman(args, cgroup):
+        return as_user(cgroup, [*PODMAN, *args])
+
     # podman's pause process (which holds its user namespace) starts with the user's first podman
     # command: from a cgroup of its own, never a container's.
-    r = as_user("ctl", [*po, "info", "--format", "{{.Host.CgroupManager}} {{.Host.CgroupsVersion}} rootless={{.Host.Security.Rootless}}"])
+    r = podman(["info", "--format", "{{.Host.CgroupManager}} {{.Host.CgroupsVersion}} rootless={{.Host.Security.Rootless}}"], "ctl")
     note(f"rootless podman: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
     try:
-        for name, (ns, cpu) in names.items():
-            t0 = time.monotonic()
-            r = as_user(f"c-{name}", [*po, "run", "-d", "--name", f"iso-{name}", "--network", "none", "-v", f"{X}:/x",
-                                      "--annotation", f"{G}=web", "--annotation", f"{NS}={ns}", "--rootfs", rootfs, *loop(name, cpu)])
-            if r.returncode != 0:
-                raise RuntimeError(f"rootless podman run iso-{name}: {r.stderr.strip()[-600:]}")
-            sides[name] = Side(name, cpu, f"rootless podman iso-{name} ({ns}/web)")
-            pid = as_user("ctl", [*po, "inspect", "-f", "{{.State.Pid}}", f"iso-{name}"]).stdout.strip()
+        sides = start_podman(podman, rootfs, "r", "rootless podman")
+        for key in sides:
+            pid = podman_pid(podman, key)
             with open(f"/proc/{pid}/cgroup") as f:
                 cgl = f.read().strip()
             with open(f"/proc/{pid}/uid_map") as f:
                 umap = " ".join(f.read().split())
-            note(f"rootless container iso-{name} ({ns}/web, CPU {cpu}) up in {time.monotonic() - t0:.1f} s: init {pid}, {cgl}, uid_map {umap}")
+            note(f"rootless container iso-{key}: init {pid}, {cgl}, uid_map {umap}")
         lst = as_user("ctl", ["oci-coresched-hook", "list"])
         note(f"`list` run by {RL_USER}: " + " / ".join(lst.stdout.strip().splitlines()) + lst.stderr.strip()[-300:])
         check(f"{route}: the hook kept the user's cache in {rt}/oci-coresched-hook",
               os.path.exists(f"{rt}/oci-coresched-hook"), run(["ls", "-la", rt]).stdout)
-        init = int(as_user("ctl", [*po, "inspect", "-f", "{{.State.Pid}}", "iso-ra1"]).stdout.strip())
-        want = coresched(init)
-
-        def podman_exec(argv):
-            r = as_user("ctl", [*po, "exec", "-d", "iso-ra1", *argv])
-            if r.returncode != 0:
-                raise RuntimeError(f"rootless podman exec -d iso-ra1: {r.stderr.strip()[-400:]}")
+        want = coresched(podman_pid(podman, "ra1"))
 
         def user_reconcile():
             r = as_user("ctl", ["oci-coresched-hook", "reconcile"])
             note(f"`reconcile` run by {RL_USER}: exit {r.returncode}: {(r.stdout + r.stderr).strip()[-300:]}")
 
-        ex = Exec(f"re{int(time.monotonic())}", 0, "a recorder exec'd into iso-ra1", podman_exec, user_reconcile)
-        got = three_pairs(route, sides["ra1"], sides["ra2"], sides["rb1"], ex)
-        check(f"{route}: the exec'd recorder ran under its container's cookie {want} once the user ran reconcile (it reported {got})",
-              got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+        ex = podman_exec_side(podman, "ra1", "rootless podman", user_reconcile)
+        three_pairs(route, sides["ra1"], sides["ra2"], sides["rb1"], ex, want)
     finally:
-        as_user("ctl", [*po, "rm", "-f", "-t", "0", *(f"iso-{n}" for n in names)])
+        podman(["rm", "-f", "-t", "0", *(f"iso-{k}" for k in ("ra1", "ra2", "rb1"))], "ctl")
         run(["sh", "-c", f"pkill -u {RL_USER}; sleep 1; pkill -9 -u {RL_USER}; true"])
 
 
@@ -362,7 +376,7 @@ class Pods:
         sb = cri.sandbox_config(f"iso-{key}", ns, {G: "web"}, "burstable")
         pod_id = cri.run_pod(sb, handler)
         self.pods.append(pod_id)
-        cid = cri.create_with(pod_id, sb, "corun", loop(key, cpu), {}, sd.RESOURCES["burstable"], pod_mounts(pb))
+        cid = cri.create(pod_id, sb, "corun", loop(key, cpu), mounts=pod_mounts(pb), resources=sd.RESOURCES["burstable"])
         cri.start(cid)
         self.cids[key] = cid
         note(f"pod {ns}/iso-{key} (handler {handler}, CPU {cpu}) up in {time.monotonic() - t0:.1f} s")
@@ -389,10 +403,7 @@ def containerd_route(cri, route, handler, suffix):
         a1 = pods.add(f"a1{suffix}", "tenant-a", handler, 0)
         a2 = pods.add(f"a2{suffix}", "tenant-a", handler, 1)
         b1 = pods.add(f"b1{suffix}", "tenant-b", handler, 1)
-        want = pods.cookie(f"a1{suffix}")
-        got = three_pairs(route, a1, a2, b1, pods.exec_side(f"a1{suffix}", 0))
-        check(f"{route}: the exec'd recorder ran under its pod's cookie {want} (it reported {got})",
-              got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+        three_pairs(route, a1, a2, b1, pods.exec_side(f"a1{suffix}", 0), pods.cookie(f"a1{suffix}"))
         return pods
     except Exception:
         pods.close()
@@ -425,11 +436,7 @@ def restart_route(cri, old):
         b1 = Side("b1n", 1, "pod tenant-b/iso-b1n")
         pair(route, "two tenants naming the same group (a new tenant-b/web pod, an old tenant-a/web)", "apart", b3, a2)
         pair(route, "one group's containers (a new tenant-a/web pod, an old one)", "together", a3, a2)
-        want = old.cookie("a1n")
-        got, _ = pair(route, "an exec'd process against another tenant (tenant-a/web exec'd, tenant-b/web)", "apart",
-                      old.exec_side("a1n", 0), b1)
-        check(f"{route}: the exec'd recorder ran under its pod's cookie {want} (it reported {got})",
-              got is not None and int(got, 16) == int(want, 16) and int(want, 16) != 0)
+        exec_pair(route, old.exec_side("a1n", 0), b1, old.cookie("a1n"))
     finally:
         pods.close()
 
