@@ -131,13 +131,17 @@ class Cri:
         r = self.call("RunPodSandbox", req, self.pb.RunPodSandboxResponse)
         return r.pod_sandbox_id
 
-    def create(self, pod_id, sandbox, name, command, annotations=None, uid=None, mounts=()):
+    def create(self, pod_id, sandbox, name, command, annotations=None, uid=None, mounts=(), resources=None):
         """A container of the pod; uid: the user its process runs as (kubelet's runAsUser); mounts:
-        CRI Mounts (hostPath volumes)."""
+        CRI Mounts (hostPath volumes); resources: LinuxContainerResources fields (kubelet's for the
+        pod's QoS class), else none."""
         pb = self.pb
         sc = pb.LinuxContainerSecurityContext(namespace_options=self.ns_options())
         if uid is not None:
             sc.run_as_user.value = uid
+        linux = pb.LinuxContainerConfig(security_context=sc)
+        if resources is not None:
+            linux.resources.CopyFrom(pb.LinuxContainerResources(**resources))
         c = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
             image=pb.ImageSpec(image=IMAGE),
@@ -145,7 +149,7 @@ class Cri:
             log_path=f"{name}.log",
             annotations=annotations or {},
             mounts=list(mounts),
-            linux=pb.LinuxContainerConfig(security_context=sc),
+            linux=linux,
         )
         req = pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=c, sandbox_config=sandbox)
         return self.call("CreateContainer", req, pb.CreateContainerResponse).container_id

@@ -123,24 +123,6 @@ class SystemdCri(base.Cri):
     def cgroup_parent(self, uid, qos):
         return kubelet_slice(uid, qos)
 
-    def create_with(self, pod_id, sandbox, name, command, annotations, resources, mounts=()):
-        """A container of the pod with kubelet's RESOURCES; MOUNTS: CRI Mounts (hostPath volumes)."""
-        pb = self.pb
-        c = pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name=name, attempt=0),
-            image=pb.ImageSpec(image=base.IMAGE),
-            command=command,
-            log_path=f"{name}.log",
-            annotations=annotations or {},
-            mounts=list(mounts),
-            linux=pb.LinuxContainerConfig(
-                resources=pb.LinuxContainerResources(**resources),
-                security_context=pb.LinuxContainerSecurityContext(namespace_options=self.ns_options()),
-            ),
-        )
-        req = pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=c, sandbox_config=sandbox)
-        return self.call("CreateContainer", req, pb.CreateContainerResponse).container_id
-
     def spec(self, cid):
         """The OCI spec containerd generated for the container (ContainerStatus, verbose)."""
         return json.loads(self.status(cid).info.get("info", "{}")).get("runtimeSpec", {})
@@ -194,7 +176,7 @@ def scenarios(cri, pods):
     def container(pod_key, name, annotations=None, command=None):
         pod_id, sb, qos = pods[pod_key]
         t0 = time.monotonic()
-        cid = cri.create_with(pod_id, sb, name, command or ["/bin/sleep", "3600"], annotations, RESOURCES[qos])
+        cid = cri.create(pod_id, sb, name, command or ["/bin/sleep", "3600"], annotations, resources=RESOURCES[qos])
         cri.start(cid)
         ctrs[f"{pod_key}/{name}"] = cid
         note(f"container sd-{pod_key}/{name} started ({time.monotonic() - t0:.1f} s)")

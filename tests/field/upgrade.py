@@ -92,7 +92,7 @@ class Node:
 
     def container(self, pod_key, name):
         pod_id, sb = self.pods[pod_key]
-        cid = self.cri.create_with(pod_id, sb, name, ["/bin/sleep", "3600"], None, sd.RESOURCES["burstable"])
+        cid = self.cri.create(pod_id, sb, name, ["/bin/sleep", "3600"], resources=sd.RESOURCES["burstable"])
         self.cri.start(cid)
         with self.lock:
             self.ctrs[f"{pod_key}/{name}"] = cid
