@@ -9,6 +9,7 @@ pub mod cgroup_ns;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod endpoint;
 pub mod engine;
 pub mod error;
 pub mod exit_codes;

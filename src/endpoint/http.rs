@@ -1,0 +1,170 @@
+//! The little of HTTP/1.x the endpoint speaks: a request head read incrementally and judged as
+//! early as its bytes allow, and a whole response with `Connection: close`.
+
+use super::board::{Board, Page};
+
+/// What the bytes read so far of a request head amount to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    /// Not complete yet, and nothing wrong so far.
+    Partial,
+    /// A complete head: the method is GET (`head_only` false) or HEAD, and the path.
+    Get {
+        /// The path, the query string cut off.
+        path: String,
+        /// HEAD: the headers without the body.
+        head_only: bool,
+    },
+    /// Answer with this status and close.
+    Refuse(u16),
+}
+
+/// Judges the request head `buf` (everything read so far), whose size limit is `max`.
+pub fn parse(buf: &[u8], max: usize) -> Head {
+    // Anything but printable ASCII, tab, CR and LF is not an HTTP head: refused at the first such
+    // byte, without waiting for the rest of it.
+    if buf.iter().any(|&b| !(b == b'\t' || b == b'\r' || b == b'\n' || (0x20..0x7f).contains(&b))) {
+        return Head::Refuse(400);
+    }
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    if let Some(end) = line_end {
+        if let Err(status) = request_line(&buf[..end]) {
+            return Head::Refuse(status);
+        }
+    } else if buf.len() > 16 && !buf.starts_with(b"GET ") && !buf.starts_with(b"HEAD ") {
+        // A long first line that is not a method this endpoint knows.
+        return request_line(buf).err().map_or(Head::Partial, Head::Refuse);
+    }
+    let complete = find(buf, b"\r\n\r\n").or_else(|| find(buf, b"\n\n"));
+    match (complete, line_end) {
+        (Some(_), Some(end)) => match request_line(&buf[..end]) {
+            Ok((method, path)) => Head::Get { path, head_only: method == "HEAD" },
+            Err(status) => Head::Refuse(status),
+        },
+        _ if buf.len() >= max => Head::Refuse(431),
+        _ => Head::Partial,
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `METHOD SP TARGET SP HTTP/1.x`: the method and the path, or the status to refuse it with.
+fn request_line(line: &[u8]) -> Result<(String, String), u16> {
+    let line = std::str::from_utf8(line).map_err(|_| 400u16)?.trim_end_matches('\r');
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(400);
+    };
+    if !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return Err(if version.starts_with("HTTP/") { 505 } else { 400 });
+    }
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(400);
+    }
+    if method != "GET" && method != "HEAD" {
+        return Err(405);
+    }
+    if !target.starts_with('/') {
+        return Err(400);
+    }
+    let path = target.split(['?', '#']).next().unwrap_or("/");
+    Ok((method.to_string(), path.to_string()))
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// The whole response to `head`.
+pub fn respond(head: &Head, board: &Board) -> Vec<u8> {
+    match head {
+        Head::Get { path, head_only } => render(&board.page(path), *head_only),
+        Head::Refuse(status) => refusal(*status),
+        Head::Partial => refusal(400),
+    }
+}
+
+/// A plain-text refusal with `status`.
+pub fn refusal(status: u16) -> Vec<u8> {
+    let body = format!("{status} {}\n", reason(status));
+    let page = Page { status, content_type: "text/plain; charset=utf-8", body: body.into() };
+    render(&page, false)
+}
+
+fn render(page: &Page, head_only: bool) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n",
+        page.status,
+        reason(page.status),
+        page.content_type,
+        page.body.len()
+    );
+    if page.status == 405 {
+        out.push_str("Allow: GET, HEAD\r\n");
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(page.body.as_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 8192;
+
+    #[test]
+    fn a_get_is_complete_at_its_empty_line() {
+        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n", MAX), Head::Partial);
+        assert_eq!(
+            parse(b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", MAX),
+            Head::Get { path: "/metrics".into(), head_only: false }
+        );
+        assert_eq!(parse(b"HEAD /readyz HTTP/1.0\n\n", MAX), Head::Get { path: "/readyz".into(), head_only: true });
+    }
+
+    #[test]
+    fn bad_heads_are_refused_as_early_as_their_bytes_show() {
+        assert_eq!(parse(b"\x16\x03\x01\x02\x00", MAX), Head::Refuse(400), "a TLS hello");
+        assert_eq!(parse(b"\x00\x00\x00\x01", MAX), Head::Refuse(400));
+        assert_eq!(parse(b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n", MAX), Head::Refuse(400));
+        assert_eq!(parse(b"POST /metrics HTTP/1.1\r\n", MAX), Head::Refuse(405));
+        assert_eq!(parse(b"GET /metrics HTTP/2.0\r\n", MAX), Head::Refuse(505));
+        assert_eq!(parse(b"GET metrics HTTP/1.1\r\n\r\n", MAX), Head::Refuse(400));
+        assert_eq!(parse(b"hello there, endpoint", MAX), Head::Refuse(400));
+        let huge = [b"GET / HTTP/1.1\r\nX: ".as_slice(), &[b'a'; MAX]].concat();
+        assert_eq!(parse(&huge, MAX), Head::Refuse(431));
+        let line = [b"GET /".as_slice(), &[b'a'; MAX]].concat();
+        assert_eq!(parse(&line, MAX), Head::Refuse(431));
+    }
+
+    #[test]
+    fn responses_close_and_head_has_no_body() {
+        let b = Board::new("starting");
+        b.set_metrics("m 1\n".into());
+        let get = String::from_utf8(respond(&Head::Get { path: "/metrics".into(), head_only: false }, &b)).unwrap();
+        assert!(get.starts_with("HTTP/1.1 200 OK\r\n"), "{get}");
+        assert!(get.contains("Content-Length: 4\r\n") && get.contains("Connection: close\r\n"), "{get}");
+        assert!(get.ends_with("\r\n\r\nm 1\n"), "{get}");
+        let head = String::from_utf8(respond(&Head::Get { path: "/metrics".into(), head_only: true }, &b)).unwrap();
+        assert!(head.ends_with("\r\n\r\n"), "{head}");
+        let refused = String::from_utf8(refusal(405)).unwrap();
+        assert!(refused.starts_with("HTTP/1.1 405 Method Not Allowed\r\n") && refused.contains("Allow: GET, HEAD"));
+    }
+}
