@@ -99,10 +99,10 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Inspect { pid, json } => in_system(&cli, |sys| commands::inspect(&sys, &config, *pid, *json)),
         Command::List { json } => in_system(&cli, |sys| commands::list(&sys, &config, *json)),
         Command::Gc { json } => in_system(&cli, |sys| commands::gc(&sys, &config, *json)),
-        Command::Reconcile { follow: true, interval, .. } => {
-            in_system(&cli, |sys| commands::follow(&sys, &config, *interval))
+        Command::Reconcile { follow: true, interval, listen, .. } => {
+            in_system(&cli, |sys| commands::follow(&sys, &config, *interval, *listen))
         }
-        Command::Reconcile { dry_run, once: _, interval, follow: false, json } => {
+        Command::Reconcile { dry_run, once: _, interval, follow: false, json, listen: _ } => {
             in_system(&cli, |sys| commands::reconcile(&sys, &config, *dry_run, *interval, *json))
         }
         Command::Rebuild { runc_root, crun_root, json } => {
@@ -110,13 +110,14 @@ fn run_command(cli: Cli) -> ExitCode {
         }
         Command::Metrics { output } => in_system(&cli, |sys| commands::metrics(&sys, &config, output.as_ref())),
         Command::Audit { json } => audit(&cli, &config, *json),
-        Command::Nri { socket, plugin_name, plugin_index, hook_path, once } => in_state_dir(&cli, |d| {
+        Command::Nri { socket, plugin_name, plugin_index, hook_path, once, listen } => in_state_dir(&cli, |d| {
             let opts = crate::nri::Options {
                 socket: socket.clone(),
                 plugin_name: plugin_name.clone(),
                 plugin_index: plugin_index.clone(),
                 hook_path: hook_path.clone(),
                 once: *once,
+                listen: *listen,
                 surroundings: Surroundings::of_this_process(d.to_path_buf()),
             };
             Ok(crate::nri::run(&opts, &config)?)

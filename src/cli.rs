@@ -167,6 +167,10 @@ pub enum Command {
         /// --interval; without process events, a sweep every 10 s
         #[arg(long, conflicts_with = "json")]
         follow: bool,
+        /// With --follow: serve /metrics (every family of `metrics` and the follower's counters),
+        /// /healthz and /readyz over HTTP on ADDRESS:PORT (a bare PORT is 127.0.0.1:PORT)
+        #[arg(long, value_name = "ADDRESS:PORT", requires = "follow", value_parser = crate::endpoint::parse_listen)]
+        listen: Option<std::net::SocketAddr>,
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
@@ -218,6 +222,10 @@ pub enum Command {
         /// ends it (instead of reconnecting)
         #[arg(long)]
         once: bool,
+        /// Serve /metrics, /healthz (live) and /readyz (configured by a runtime) over HTTP on
+        /// ADDRESS:PORT (a bare PORT is 127.0.0.1:PORT)
+        #[arg(long, value_name = "ADDRESS:PORT", value_parser = crate::endpoint::parse_listen)]
+        listen: Option<std::net::SocketAddr>,
     },
 }
 

@@ -100,8 +100,9 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `metrics [--output FILE]`.
-pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
+/// The cache's and the kernel's families, forced idle included: what `metrics` prints before
+/// the follower's counters, and what the follower's endpoint serves before its own.
+fn exposition(sys: &System, config: &Config) -> anyhow::Result<String> {
     let session = read_session(sys, config)?;
     let idle = force_idle(sys, session.as_ref())?;
     let mut text = match &session {
@@ -110,6 +111,12 @@ pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyho
         None => ops::metrics::render(&Store::in_memory()?, &sys.kernel, &sys.proc)?,
     };
     text.push_str(&ops::forced_idle::render(&idle));
+    Ok(text)
+}
+
+/// `metrics [--output FILE]`.
+pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    let mut text = exposition(sys, config)?;
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
     let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
     match std::fs::read_to_string(&follow) {
@@ -145,8 +152,14 @@ pub fn reconcile(
 /// The follow mode's default sweep interval, seconds.
 pub const FOLLOW_SWEEP_SECS: u64 = 60;
 
-/// `reconcile --follow [--interval SECONDS]`: the follower, its sweep a quiet `reconcile`.
-pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::Result<()> {
+/// `reconcile --follow [--interval SECONDS] [--listen ADDRESS:PORT]`: the follower, its sweep a
+/// quiet `reconcile`, its endpoint's page the `metrics` families.
+pub fn follow(
+    sys: &System,
+    config: &Config,
+    interval: Option<u64>,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let opts = crate::follow::Options {
         state_dir: sys.state_dir.clone(),
         lock_timeout: config.lock_timeout(),
@@ -154,9 +167,10 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
         cgroup_root: sys.cgroup_root.clone(),
         runtime_roots: sys.runtime_roots.clone(),
         config: config.clone(),
+        listen,
     };
     let mut last_violations = 0;
-    crate::follow::run(&opts, &sys.kernel, &sys.proc, || -> anyhow::Result<crate::follow::Swept> {
+    let sweep = || -> anyhow::Result<crate::follow::Swept> {
         if !StateDir::has_cache(&sys.state_dir)? {
             return Ok(crate::follow::Swept::default());
         }
@@ -189,7 +203,8 @@ pub fn follow(sys: &System, config: &Config, interval: Option<u64>) -> anyhow::R
             last_violations = violations;
         }
         Ok(crate::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
-    })?;
+    };
+    crate::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config))?;
     Ok(())
 }
 

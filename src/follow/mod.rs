@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::cgroup;
+use crate::endpoint::{Board, Endpoint, Limits};
 use crate::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
@@ -304,6 +305,8 @@ pub struct Options {
     pub runtime_roots: Vec<crate::runtimes::RuntimeRoot>,
     /// The config (the refill decides as the hook does).
     pub config: crate::config::Config,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` ([`crate::endpoint`]), if anywhere.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
@@ -326,15 +329,43 @@ fn open_events(fallback: Duration) -> Option<ProcConnector> {
     }
 }
 
+/// Why the follower is not ready before its first sweep.
+const STARTING: &str = "starting: the first sweep has not run";
+
+/// Ready once process events flow, or, without them, while the sweep that replaces them works.
+fn readiness(events: bool, last_sweep_ok: bool) -> Result<(), &'static str> {
+    match (events, last_sweep_ok) {
+        (true, _) | (false, true) => Ok(()),
+        (false, false) => Err("no process events, and the last sweep failed (see the log)"),
+    }
+}
+
 /// Runs until SIGTERM or SIGINT. `sweep` is one full `reconcile` (it takes the lock itself) and
-/// returns the processes it fixed.
+/// returns the processes it fixed. With [`Options::listen`], an endpoint serves `render` (the
+/// `metrics` command's families, taken every [`METRICS_EVERY`]) followed by the follower's counters.
 pub fn run<K: CoreSched, E: std::fmt::Display>(
     opts: &Options,
     kernel: &K,
     proc: &ProcFs,
     mut sweep: impl FnMut() -> Result<Swept, E>,
+    mut render: impl FnMut() -> Result<String, E>,
 ) -> Result<(), FollowError> {
     crate::signals::install().map_err(FollowError::Signals)?;
+    let board = Board::new(STARTING);
+    let endpoint = match opts.listen {
+        Some(addr) => match Endpoint::start(addr, board.clone(), Limits::default()) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                log::error!(
+                    "failed to start the endpoint's thread: {e}; /metrics, /healthz and /readyz are not served"
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let mut last_sweep_ok = false;
+    let mut last_render_error = String::new();
     if opts.config.enable_schedstats {
         match crate::ops::forced_idle::enable_schedstats(proc) {
             Ok(true) => log::info!(
@@ -369,6 +400,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     let mut events = Vec::with_capacity(256);
     let mut pace = Pace::new(Instant::now());
     while !crate::signals::stopping() {
+        board.beat();
         let now = Instant::now();
         if now >= next_sweep {
             f.stats.sweeps += 1;
@@ -377,8 +409,10 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                     f.stats.fixed_sweep += s.fixed as u64;
                     f.stats.audit_violations = s.violations.map(|v| v as u64);
                     last_sweep_error.clear();
+                    last_sweep_ok = true;
                 }
                 Err(e) => {
+                    last_sweep_ok = false;
                     f.stats.sweep_failures += 1;
                     report(&mut last_sweep_error, format!("reconcile --follow: sweep: {e:#}"));
                 }
@@ -386,6 +420,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
         }
+        board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
         if Instant::now() >= next_idle {
             f.keep_idle(&opts.cgroup_root);
             if !f.view.inits_alive(proc) {
@@ -397,6 +432,19 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             refresh::update_force_idle(&f, opts, &mut last_idle_error);
             f.stats.cpu_seconds = own_cpu_seconds(proc);
             write_metrics(&metrics, &f.stats);
+            if endpoint.is_some() {
+                let page = match render() {
+                    Ok(page) => {
+                        last_render_error.clear();
+                        page
+                    }
+                    Err(e) => {
+                        report(&mut last_render_error, format!("reconcile --follow: failed to render /metrics: {e:#}"));
+                        String::new()
+                    }
+                };
+                board.set_metrics(page + &f.stats.render());
+            }
             next_metrics = Instant::now() + METRICS_EVERY;
         }
         let wait = next_sweep

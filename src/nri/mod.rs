@@ -21,8 +21,13 @@
 //!   retries with a backoff (1 s doubling to 30 s; the hidden variable `OCH_NRI_BACKOFF_MS` sets
 //!   the first step for tests, the cap being 30 times it), logging again only when the error
 //!   changes. With `--once` the command instead exits 1 at the first failure;
-//! - the connection lost (runtime restarted, `Shutdown`, a broken frame): one line, then the same
-//!   backoff and a new registration;
+//! - the connection lost: a runtime restart (the socket closed or reset, or `Shutdown`) is one
+//!   info line, "runtime restarting", and a socket that is not back yet is only an error once it
+//!   has stayed away for the backoff's cap (30 s); anything else (a broken frame) is a warning.
+//!   Then the same backoff and a new registration;
+//! - with `--listen`, an HTTP endpoint ([`crate::endpoint`], [`status`]): `/readyz` is 200 while a
+//!   runtime has the plugin configured, `/healthz` while this loop turns (it does while it waits for
+//!   a restarting runtime), `/metrics` the plugin's counters;
 //! - registration and configuration not done within [`REGISTRATION_TIMEOUT`]: the connection
 //!   ends the same way. The deadline bounds each read ([`wire::Conn::recv`]), so a runtime that
 //!   trickles bytes without completing a message cannot hold the plugin past it;
@@ -47,18 +52,22 @@ mod ignored;
 pub mod messages;
 pub mod proto;
 mod session;
+pub mod status;
 pub mod ttrpc;
 pub mod wire;
 
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
+use crate::endpoint::{Board, Endpoint, Limits};
 use crate::signals::{sleep_unless_stopped, stopping};
 use crate::system::Surroundings;
 use messages::event;
 use session::{End, Session};
+use status::Status;
 use wire::WireError;
 
 /// The runtimes' default NRI socket.
@@ -94,6 +103,8 @@ pub struct Options {
     pub hook_path: PathBuf,
     /// Serve one connection; fail instead of retrying.
     pub once: bool,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` ([`crate::endpoint`]), if anywhere.
+    pub listen: Option<SocketAddr>,
     /// Where the catch-up finds the system (the hook's state dir).
     pub surroundings: Surroundings,
 }
@@ -188,8 +199,22 @@ pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
         opts.socket.display(),
         adjust::STAGES.join(", ")
     );
+    let board = Board::new(status::STARTING);
+    let status = Status::new(board.clone());
+    let _endpoint = match opts.listen {
+        Some(addr) => match Endpoint::start(addr, board, Limits::default()) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                log::error!(
+                    "failed to start the endpoint's thread: {e}; /metrics, /healthz and /readyz are not served"
+                );
+                None
+            }
+        },
+        None => None,
+    };
     let mut threads = Vec::new();
-    let result = serve_until_stopped(opts, config, &hook_path, &name, &mut threads);
+    let result = serve_until_stopped(opts, config, &hook_path, &name, &status, &mut threads);
     if threads.iter().any(|t| !t.is_finished()) {
         log::info!("waiting for the catch-up to finish");
     }
@@ -202,61 +227,115 @@ pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
     result
 }
 
+/// Whether a connection that had been configured ended the way a runtime restart ends it: a
+/// `Shutdown`, or the socket closed or reset under the plugin.
+fn routine_end(result: &Result<End, NriError>) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
+    match result {
+        Ok(End::Shutdown) => true,
+        Err(NriError::Wire(WireError::Closed | WireError::Truncated(_))) => true,
+        Err(NriError::Wire(WireError::Read(e) | WireError::Write(e))) => {
+            matches!(e.kind(), ConnectionReset | BrokenPipe | UnexpectedEof)
+        }
+        _ => false,
+    }
+}
+
 /// The connect-serve-reconnect loop of [`run`]; the catch-up threads it starts go to `threads`.
+///
+/// A configured connection that ends the way a runtime restart ends it is logged at info as
+/// "runtime restarting", and its socket may stay away for the backoff's cap before that is an
+/// error: a routine `systemctl restart containerd` is back well within it.
 fn serve_until_stopped(
     opts: &Options,
     config: &Config,
     hook_path: &str,
     name: &str,
+    status: &Status,
     threads: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> Result<(), NriError> {
     let mut backoff = Backoff::from_env();
     let mut last_problem: Option<std::io::ErrorKind> = None;
+    // Since when the runtime has been restarting (a routine end of a configured connection).
+    let mut restarting: Option<Instant> = None;
     while !stopping() {
+        status.beat();
         // Taken before the connect: a socket created after this look ends the next wait at once.
         let seen = SocketId::of(&opts.socket);
+        let mut configured = false;
         let result = match UnixStream::connect(&opts.socket) {
             Err(source) => Err(NriError::Connect { path: opts.socket.clone(), source }),
             Ok(stream) => {
                 last_problem = None;
                 log::info!("connected to {}; registering as plugin {name}", opts.socket.display());
-                let mut served = Session::new(opts, config, hook_path, name);
+                let mut served = Session::new(opts, config, hook_path, name, status);
                 let result = served.serve(stream);
-                if served.configured {
+                configured = served.configured;
+                if configured {
                     backoff.reset();
+                    restarting = None;
                 }
                 threads.retain(|t| !t.is_finished());
                 threads.append(&mut served.threads);
                 result
             }
         };
+        if matches!(result, Ok(End::Stopped)) {
+            break;
+        }
+        if opts.once {
+            return match result {
+                Ok(_) => {
+                    log::info!("NRI connection ended: the runtime is shutting down");
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+        }
         let problem = match result {
-            Ok(End::Stopped) => break,
-            Ok(End::Shutdown) => "the runtime is shutting down".to_string(),
-            Err(e) if opts.once => return Err(e),
             Err(NriError::Connect { path, source }) => {
                 let kind = source.kind();
-                let e = NriError::Connect { path, source };
-                if last_problem != Some(kind) {
-                    log::error!("{}; retrying with a backoff up to {:?}", crate::error::Chain(&e), backoff.cap);
+                let away = restarting.map(|t| t.elapsed());
+                if away.is_some_and(|a| a < backoff.cap) {
+                    log::debug!(
+                        "runtime restarting: the NRI socket {} is not there yet ({source}); retrying",
+                        path.display()
+                    );
+                    status
+                        .not_ready(&format!("runtime restarting: the NRI socket {} is not there yet", path.display()));
                 } else {
-                    log::debug!("the NRI socket {} is still unreachable; retrying", opts.socket.display());
+                    let e = NriError::Connect { path, source };
+                    let msg = crate::error::Chain(&e).to_string();
+                    if last_problem != Some(kind) {
+                        let after = away.map(|a| format!(" (away for {} s)", a.as_secs())).unwrap_or_default();
+                        log::error!("{msg}{after}; retrying with a backoff up to {:?}", backoff.cap);
+                    } else {
+                        log::debug!("the NRI socket {} is still unreachable; retrying", opts.socket.display());
+                    }
+                    last_problem = Some(kind);
+                    status.not_ready(&msg);
                 }
-                last_problem = Some(kind);
-                wait_for_socket(&opts.socket, seen, backoff.step());
+                wait_for_socket(&opts.socket, seen, backoff.step(), status);
                 continue;
             }
-            Err(e) => crate::error::Chain(&e).to_string(),
+            Ok(_) => "the runtime is shutting down".to_string(),
+            Err(ref e) => crate::error::Chain(e).to_string(),
         };
-        if opts.once {
-            log::info!("NRI connection ended: {problem}");
-            return Ok(());
-        }
         let wait = backoff.step();
-        log::warn!(
-            "NRI connection ended: {problem}; reconnecting in {wait:?}, or as soon as the runtime creates its socket anew"
-        );
-        wait_for_socket(&opts.socket, seen, wait);
+        if configured && routine_end(&result) {
+            restarting = Some(Instant::now());
+            log::info!(
+                "runtime restarting: NRI connection ended: {problem}; reconnecting as soon as the runtime creates its \
+                 socket anew, at the latest in {wait:?}"
+            );
+            status.ended("runtime restarting: the NRI connection ended");
+        } else {
+            log::warn!(
+                "NRI connection ended: {problem}; reconnecting in {wait:?}, or as soon as the runtime creates its socket anew"
+            );
+            status.ended(&format!("NRI connection ended: {problem}"));
+        }
+        wait_for_socket(&opts.socket, seen, wait, status);
     }
     Ok(())
 }
@@ -277,9 +356,10 @@ impl SocketId {
 
 /// Waits up to `max` (a backoff step), or until a stop signal, or until the socket at `path` is
 /// there and is not the file `seen` (it appeared, or a restarted runtime created it anew).
-fn wait_for_socket(path: &Path, seen: SocketId, max: Duration) {
+fn wait_for_socket(path: &Path, seen: SocketId, max: Duration, status: &Status) {
     let end = Instant::now() + max;
     while !stopping() {
+        status.beat();
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;

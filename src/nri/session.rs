@@ -19,6 +19,7 @@ use super::messages::{
     RUNTIME_SERVICE, RegisterPluginRequest, StateChangeEvent, SynchronizeRequest, SynchronizeResponse, event,
 };
 use super::proto::{self, Message};
+use super::status::Status;
 use super::ttrpc::{Request, Response, code};
 use super::wire::{
     Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE, WireError,
@@ -41,6 +42,8 @@ pub(super) struct Session<'a> {
     config: &'a Config,
     hook_path: &'a str,
     name: &'a str,
+    /// What the endpoint shows.
+    status: &'a Status,
     registered: bool,
     pub(super) configured: bool,
     /// Catch-up threads started on this connection (joined before the process exits).
@@ -72,12 +75,19 @@ enum After {
 }
 
 impl<'a> Session<'a> {
-    pub(super) fn new(opts: &'a Options, config: &'a Config, hook_path: &'a str, name: &'a str) -> Self {
+    pub(super) fn new(
+        opts: &'a Options,
+        config: &'a Config,
+        hook_path: &'a str,
+        name: &'a str,
+        status: &'a Status,
+    ) -> Self {
         Self {
             opts,
             config,
             hook_path,
             name,
+            status,
             registered: false,
             configured: false,
             threads: Vec::new(),
@@ -127,6 +137,7 @@ impl<'a> Session<'a> {
                 until = until.min(registration_deadline);
             }
             self.ignored.tick();
+            self.status.beat();
             let Some(incoming) = conn.recv(until)? else { continue };
             match incoming {
                 Incoming::UnknownConn { conn: id, length } => {
@@ -203,6 +214,7 @@ impl<'a> Session<'a> {
                         c.runtime_name.escape_debug(),
                         c.runtime_version.escape_debug()
                     );
+                    self.status.configured(&c.runtime_name, &c.runtime_version);
                     (Response::ok(&ConfigureResponse { events: event::mask(&EVENTS) }), After::Configured)
                 }
                 Err(e) => self.undecodable("Configure", e),
@@ -282,6 +294,7 @@ impl<'a> Session<'a> {
             ),
         }
         if adjust.is_some() {
+            self.status.adjusted();
             if self.adjusted.len() >= MAX_ADJUSTED {
                 self.adjusted.clear();
             }
@@ -307,6 +320,7 @@ impl<'a> Session<'a> {
         let sys = System::new(self.opts.surroundings.clone());
         let task_root = Path::new(catchup::CONTAINERD_TASK_ROOT);
         let s = catchup::catch_up(std::slice::from_ref(&pod), std::slice::from_ref(&ctr), &config, &sys, task_root);
+        self.status.caught_up_at_start();
         log::info!(
             "container {} (pod {}/{}) starts without the hook (created while the plugin was away): caught up before \
              its start: {} ensured, {} already set, {} cleared, {} skipped, {} failed",
@@ -366,14 +380,16 @@ mod tests {
             plugin_index: "10".into(),
             hook_path: "/h".into(),
             once: true,
+            listen: None,
             surroundings: crate::system::Surroundings::of_this_process("/nonexistent".into()),
         }
     }
 
     fn session_handle(payload: &[u8], fail_closed: bool) -> Response {
         let opts = test_options();
+        let status = Status::new(crate::endpoint::Board::new("test"));
         let config = Config { fail_closed, ..Config::default() };
-        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
         s.handle(payload).0
     }
 
@@ -401,8 +417,9 @@ mod tests {
     #[test]
     fn a_split_synchronize_is_collected_until_the_last_part() {
         let opts = test_options();
+        let status = Status::new(crate::endpoint::Board::new("test"));
         let config = Config::default();
-        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
         let part = |id: &str, more: bool| {
             let c = messages::Container { id: id.into(), ..Default::default() };
             request("Synchronize", SynchronizeRequest { pods: vec![], containers: vec![c], more }.to_bytes())
@@ -427,8 +444,9 @@ mod tests {
     #[test]
     fn start_container_of_an_adjusted_container_needs_nothing() {
         let opts = test_options();
+        let status = Status::new(crate::endpoint::Board::new("test"));
         let config = Config::default();
-        let mut s = Session::new(&opts, &config, "/h", "10-p");
+        let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
         let pod = messages::PodSandbox { id: "sb".into(), ..Default::default() };
         let ctr = messages::Container { id: "c1".into(), pod_sandbox_id: "sb".into(), ..Default::default() };
         let create = messages::CreateContainerRequest { pod: Some(pod.clone()), container: Some(ctr.clone()) };

@@ -81,7 +81,13 @@ mod with_fake_kernel {
     impl Follower {
         /// `wrap... oci-coresched-hook ... reconcile --follow --interval INTERVAL`.
         fn start(w: &World, wrap: &[&str], interval: &str) -> Self {
-            let inner = w.cmd(&["--log-level", "debug", "reconcile", "--follow", "--interval", interval]);
+            Self::start_with(w, wrap, interval, &[])
+        }
+        /// [`Follower::start`] with more arguments.
+        fn start_with(w: &World, wrap: &[&str], interval: &str, extra: &[&str]) -> Self {
+            let mut args = vec!["--log-level", "debug", "reconcile", "--follow", "--interval", interval];
+            args.extend_from_slice(extra);
+            let inner = w.cmd(&args);
             let mut cmd = match wrap.split_first() {
                 None => inner,
                 Some((prog, args)) => {
@@ -321,5 +327,70 @@ mod with_fake_kernel {
         assert!(wait_cookie(&w, late, &cookie, Duration::from_secs(10)), "{}", f.lines().join("\n"));
         assert!(f.stop().success());
         assert_eq!(prom(&w, "oci_coresched_hook_follow_events_enabled"), 0.0);
+    }
+
+    /// `--listen`: the page is every family of `metrics` plus the follower's counters, valid for
+    /// promtool; ready once events flow, live throughout.
+    #[test]
+    fn the_endpoint_serves_the_metrics_families_and_the_follower_counters() {
+        use crate::common::http::{get, sample, served_at};
+        if !ready("the_endpoint_serves_the_metrics_families_and_the_follower_counters") {
+            return;
+        }
+        let w = World::fake_kernel("follow-endpoint", "");
+        let cg = Cgroup::new("e");
+        let (_init, cookie) = member(&w, &cg);
+        let f = Follower::start_with(&w, &[], "3600", &["--listen", "127.0.0.1:0"]);
+        let line = f.wait_line("/readyz on http://", Duration::from_secs(10));
+        let addr = served_at(&line).expect("an address");
+        let page = wait_for("the follower's page", Duration::from_secs(20), || {
+            let (status, body) = get(addr, "/metrics");
+            if status == 200 && body.contains("oci_coresched_hook_follow_events_enabled") {
+                Ok(body)
+            } else {
+                Err(body)
+            }
+        });
+        // The `metrics` command's families (the member with its cookie, its group), then the follower's.
+        assert!(page.contains("container_core_sched_cookie{"), "{page}");
+        assert!(page.contains(&format!("core_sched_cookie=\"{cookie}\"")), "{page}");
+        assert_eq!(sample(&page, "oci_coresched_hook_follow_events_enabled"), Some(1.0), "{page}");
+        assert!(page.contains("oci_coresched_hook_group_members{core_sched_group=\"tenant-a/web\"} 1"), "{page}");
+        assert_eq!(get(addr, "/readyz"), (200, "ready\n".to_string()));
+        assert_eq!(get(addr, "/healthz"), (200, "ok\n".to_string()));
+        promtool_accepts(&page);
+        assert!(f.stop().success());
+    }
+
+    /// `promtool check metrics` on `text` (its one known lint allowed: Koordinator's counter name
+    /// without `_total`); a loud skip when promtool is missing.
+    fn promtool_accepts(text: &str) {
+        use std::io::Write;
+        let child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::common::skip(
+                    "follow: promtool check metrics",
+                    "promtool not installed (apt-get install prometheus)",
+                );
+                return;
+            }
+            Err(e) => panic!("failed to run promtool: {e}"),
+        };
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let only_known_lint = out.status.code() == Some(3)
+            && report
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .all(|l| l.starts_with("core_sched_cookie_manage_status counter"));
+        assert!(out.status.success() || only_known_lint, "promtool: {report}\n{text}");
     }
 }

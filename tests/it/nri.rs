@@ -11,6 +11,7 @@
 //! containers over the shared fake kernel (feature `fake-kernel`).
 
 use crate::fakeworld;
+mod endpoint;
 mod hostile;
 mod support;
 
@@ -144,11 +145,15 @@ fn reconnects_when_the_runtime_goes_away_or_sends_a_broken_frame() {
     assert_eq!(plugin.terminate(), Some(0));
     let log = plugin.log();
     assert!(
-        log.contains("NRI connection ended: failed to talk to the runtime over NRI: the NRI connection was closed"),
+        log.contains(
+            "runtime restarting: NRI connection ended: failed to talk to the runtime over NRI: the NRI connection was closed"
+        ),
         "{log}"
     );
     assert!(log.contains("over the limit of 16777216"), "{log}");
-    assert!(log.contains("NRI connection ended: the runtime is shutting down"), "{log}");
+    assert!(log.contains("runtime restarting: NRI connection ended: the runtime is shutting down"), "{log}");
+    // A broken frame is not a restart.
+    assert!(log.contains(": warn: NRI connection ended: failed to talk to the runtime over NRI"), "{log}");
 }
 
 /// A runtime that restarts (or crashes and starts again) binds a new socket and creates pods at
@@ -177,8 +182,9 @@ fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff
     };
     let rt = rejoin(&listener, "first start");
 
-    // The plugin's retries that found no runtime: each outage logs one such line, at its first.
-    let failed_connects = || plugin.log().matches("failed to connect to the NRI socket").count();
+    // The plugin's retries that found no runtime while it restarts (debug lines: a restart is
+    // routine, not an error).
+    let failed_connects = || plugin.log().matches("runtime restarting: the NRI socket").count();
 
     // A clean restart: the runtime closes the connection and removes its socket, then comes back
     // with a new one once the plugin's first retry (2 s after the loss) has found none; its next
@@ -202,6 +208,34 @@ fn a_runtime_that_comes_back_is_rejoined_at_its_new_socket_not_after_the_backoff
     assert_eq!(plugin.terminate(), Some(0));
     let log = plugin.log();
     assert_eq!(log.matches("is there anew; reconnecting now").count(), 2, "{log}");
+    assert_eq!(log.matches("runtime restarting: NRI connection ended").count(), 2, "{log}");
+    assert!(!log.contains("failed to connect to the NRI socket"), "a routine restart is no error:\n{log}");
+}
+
+/// A runtime that does not come back within the backoff's cap (here 30 x 50 ms) is an error,
+/// said once, with the settings that enable NRI.
+#[test]
+fn a_socket_that_stays_away_after_a_restart_is_an_error_once() {
+    let s = setup("stays-away");
+    let listener = UnixListener::bind(&s.socket).unwrap();
+    let mut plugin = Plugin::spawn(plugin_cmd(&s, &[]), s.dir.path());
+    let mut rt = accept(&listener);
+    rt.expect_register();
+    rt.configure();
+    drop(rt);
+    drop(listener);
+    std::fs::remove_file(&s.socket).unwrap();
+    plugin.wait_for_log("runtime restarting: NRI connection ended");
+    plugin.wait_for_log("failed to connect to the NRI socket");
+    wait_until("more retries after the error", WAIT, || {
+        plugin.log().matches("is still unreachable; retrying").count() >= 2
+    });
+    assert_eq!(plugin.terminate(), Some(0));
+    let log = plugin.log();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("failed to connect to the NRI socket")).collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(errors[0].contains(": error: ") && errors[0].contains("enable_nri = true"), "{log}");
+    assert!(errors[0].contains("(away for 1 s)") || errors[0].contains("(away for 2 s)"), "{log}");
 }
 
 #[test]
