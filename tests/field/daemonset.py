@@ -48,12 +48,24 @@ CONFIG_DIR = "/etc/oci-coresched-hook"
 TASKS = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
 PROBE = "/usr/bin/exec-window"
 UNINSTALL_PATCH = f"{CHECKOUT}/packaging/kubernetes/uninstall-patch.json"
+POD_MONITOR = f"{CHECKOUT}/packaging/kubernetes/podmonitor.yaml"
+# The node's address when the guest has no network device: on lo, where the pods bind their
+# endpoints (status.podIP of a hostNetwork pod is the node's address).
+NODE_ADDRESS = "10.0.2.15"
 PACKAGE = "oci-coresched-hook"
 SYSTEMD = os.path.isdir("/run/systemd/system")
 
 
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def sample(text, name):
+    """The value of the unlabelled sample `name` in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 def cookie(pid):
@@ -181,8 +193,8 @@ HOOK = [""]  # the installed binary (the manifest's HOOK_BIN_DIR), set in main
 
 
 class Scenarios:
-    def __init__(self, cri, manifest, timer):
-        self.cri, self.manifest, self.timer = cri, manifest, timer
+    def __init__(self, cri, manifest, timer, containerd):
+        self.cri, self.manifest, self.timer, self.containerd = cri, manifest, timer, containerd
         self.k = kubelet.Kubelet(cri)
         self.tenants = {}  # name -> (pod id, sandbox config)
         self.ctrs = {}  # "pod/container" -> id
@@ -335,6 +347,121 @@ class Scenarios:
         a1, a2, b1 = (iso.Side(f"ds-{n}", cpus[n], f"tenant pod {n}") for n in ("a1", "a2", "b1"))
         iso.three_pairs(route, a1, a2, b1, iso.exec_sync_side(self.cri, self.ctrs["a1"], "ds-a1", 0), c["a1"])
         self.timer.phase("co-run pairs")
+
+    def endpoints(self):
+        """The pods' HTTP endpoints as a cluster uses them: kubelet's probes as the manifest
+        writes them, Prometheus scraping what the pod annotations and the PodMonitor name (the
+        pages are saved for promtool, run by tests/field/run.sh on the host), and the plugin's
+        readiness across a containerd stop and start, its liveness holding throughout."""
+        import yaml
+
+        plan = self.ds.plan
+        specs = {n: kubelet.container_named(plan.template, n) for n in ("nri", "follow")}
+        for name, c in specs.items():
+            for kind in ("readinessProbe", "livenessProbe"):
+                url = plan.probe_url(c, kind)[0]
+                ok = wait_for(lambda: kubelet.probe(plan, c, kind)[0], 60)
+                got = kubelet.probe(plan, c, kind)
+                check(f"{name}: its {kind} ({url}) succeeds as kubelet runs it", ok, got)
+        ip = kubelet.node_ip()
+        ann = plan.annotations
+        pages = {}
+        check("the pod annotations ask Prometheus to scrape it", ann.get("prometheus.io/scrape") == "true", ann)
+        url = f"http://{ip}:{ann.get('prometheus.io/port')}{ann.get('prometheus.io/path', '/metrics')}"
+        pages["annotations"] = self.scrape(url)
+        mon = yaml.safe_load(open(POD_MONITOR))
+        sel = mon["spec"]["selector"]["matchLabels"]
+        check(f"the PodMonitor ({os.path.relpath(POD_MONITOR, CHECKOUT)}) selects the DaemonSet's pods in its namespace",
+              mon["metadata"]["namespace"] == plan.namespace and all(plan.labels.get(k) == v for k, v in sel.items()),
+              (mon["metadata"], sel, plan.labels))
+        by_name = {q["name"]: (n, q["containerPort"]) for n, c in specs.items() for q in c.get("ports") or []}
+        for ep in mon["spec"]["podMetricsEndpoints"]:
+            owner, port = by_name.get(ep["port"], (None, None))
+            check(f"PodMonitor endpoint port {ep['port']} is a named port of the pod ({owner})", owner is not None, by_name)
+            if owner:
+                pages[ep["port"]] = self.scrape(f"http://{ip}:{port}{ep.get('path', '/metrics')}")
+        os.makedirs(f"{OUT}/scrapes", exist_ok=True)
+        for key, text in pages.items():
+            with open(f"{OUT}/scrapes/{key}.prom", "w") as f:
+                f.write(text)
+        follow_page, nri_page = pages.get("metrics", ""), pages.get("nri-metrics", "")
+        tenants = [self.ctrs[n] for n in ("a1", "a2", "b1")]
+        check("the follower's page has every tenant container's cookie and group (the `metrics` families)",
+              all(f'container_id="{t}"' in follow_page for t in tenants)
+              and 'oci_coresched_hook_group_members{core_sched_group="tenant-a/web"} 2' in follow_page,
+              [line for line in follow_page.splitlines() if "group_members" in line])
+        for fam in ("oci_coresched_hook_follow_events_enabled 1", "oci_coresched_hook_audit_violations",
+                    "oci_coresched_hook_force_idle_seconds_total"):
+            check(f"the follower's page has {fam}", fam in follow_page)
+        check("the plugin's page: ready, and it injected the hook into the tenant containers",
+              "oci_coresched_hook_nri_ready 1" in nri_page
+              and (sample(nri_page, "oci_coresched_hook_nri_containers_adjusted_total") or 0) >= 3, nri_page)
+        port = ann.get("prometheus.io/port")
+        refused = self.scrape(f"http://127.0.0.1:{port}/metrics", want=None)
+        check(f"bound to the node's address {ip} only: nothing answers on 127.0.0.1:{port}", refused is None, refused)
+        self.timer.phase("endpoints")
+
+        nri = specs["nri"]
+        live, ready_seen = [], []
+        r = run(["systemctl", "stop", "containerd"])
+        check("containerd.service stopped (the pods' shims keep running)", r.returncode == 0, r.stderr)
+        t0 = time.monotonic()
+
+        def unready():
+            live.append(kubelet.probe(plan, nri, "livenessProbe"))
+            ready_seen.append(kubelet.probe(plan, nri, "readinessProbe"))
+            return not ready_seen[-1][0]
+
+        went = wait_for(unready, 30)
+        check(f"containerd away: nri's readinessProbe fails ({ready_seen[-1][1]} {ready_seen[-1][2].strip()!r}) "
+              f"{time.monotonic() - t0:.1f} s after the stop", went, ready_seen[-3:])
+        # Stay away for a liveness probe period and more: kubelet would count its failures now.
+        end = time.monotonic() + 12
+        while time.monotonic() < end:
+            live.append(kubelet.probe(plan, nri, "livenessProbe"))
+            time.sleep(1)
+        t1 = time.monotonic()
+        self.containerd.restart()  # starts the stopped unit, then waits for it to answer
+        # A gRPC channel that saw its server go away waits out a reconnect backoff: a new client.
+        self.cri = base.Cri(self.cri.pb)
+        self.k = kubelet.Kubelet(self.cri)
+        back = wait_for(lambda: kubelet.probe(plan, nri, "readinessProbe")[0], 60)
+        live.append(kubelet.probe(plan, nri, "livenessProbe"))
+        check(f"containerd back: nri's readinessProbe succeeds again {time.monotonic() - t1:.1f} s after the start",
+              back, kubelet.probe(plan, nri, "readinessProbe"))
+        failed = [x for x in live if not x[0]]
+        check(f"nri's livenessProbe succeeded all {len(live)} times while containerd was away and back (kubelet would "
+              "not restart it)", not failed, failed[:3])
+        log = self.ds.log("nri")
+        since = log.split("runtime restarting", 1)
+        check("the plugin logged the stop as \"runtime restarting\" (info), with no error line after it",
+              len(since) == 2 and " error: " not in since[1] and "failed to connect" not in since[1],
+              [line for line in log.splitlines()[-8:]])
+        follow_ready = kubelet.probe(plan, specs["follow"], "readinessProbe")
+        check("follow stayed ready (its events do not depend on containerd)", follow_ready[0], follow_ready)
+        self.timer.phase("endpoints across a containerd stop")
+
+    def scrape(self, url, want=200):
+        """GET `url` as Prometheus does; the body (None when nothing answered and `want` is None)."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4", "User-Agent": "Prometheus/2.53"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body, status, ctype = r.read().decode(), r.status, r.headers.get("Content-Type")
+        except urllib.error.HTTPError as e:
+            body, status, ctype = e.read().decode(errors="replace"), e.code, e.headers.get("Content-Type")
+        except OSError as e:
+            if want is None:
+                return None
+            check(f"scrape {url}", False, e)
+            return ""
+        if want is None:
+            return f"{status}: {body[:200]}"
+        check(f"scrape {url}: {status}, {ctype}, {len(body)} bytes",
+              status == want and ctype == "text/plain; version=0.0.4; charset=utf-8", body[:500])
+        return body
 
     def catch_up(self):
         nri = self.ds.containers["nri"]
@@ -524,9 +651,15 @@ def main():
         import_image(image_tar, image)
         check(f"the image make package builds imports under the manifest's image name {image}", k.image_present(image))
         timer.phase("setup (purge, containerd, images)")
-        s = Scenarios(cri, manifest, timer)
+        if run(["ip", "-4", "-o", "addr", "show", "scope", "global"]).stdout.strip() == "":
+            r = run(["ip", "addr", "add", f"{NODE_ADDRESS}/32", "dev", "lo"])
+            if r.returncode != 0:
+                raise RuntimeError(f"ip addr add {NODE_ADDRESS}/32 dev lo: {r.stderr}")
+            note(f"the guest has no network device: the node's address is {NODE_ADDRESS} on lo (the pods' status.podIP)")
+        s = Scenarios(cri, manifest, timer, containerd)
         s.first_start()
         s.tenants_through_nri()
+        s.endpoints()
         s.catch_up()
         s.rolling_update()
         s.rebuild()

@@ -37,6 +37,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import time
 import uuid
@@ -244,12 +245,18 @@ def container_named(template, name):
 POD_SPEC_KEYS = [
     "nodeSelector", "tolerations", "hostPID", "hostNetwork", "hostIPC", "automountServiceAccountToken",
     "enableServiceLinks", "terminationGracePeriodSeconds", "initContainers", "containers", "volumes",
-    "restartPolicy",
+    "restartPolicy", "priorityClassName",
 ]
+# The priority classes every cluster has; kubelet itself sends nothing of them over CRI (they order
+# evictions and preemption), so the stand-in only checks the name exists.
+PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 CONTAINER_KEYS = [
     "name", "image", "imagePullPolicy", "command", "args", "env", "securityContext", "resources",
-    "volumeMounts", "workingDir",
+    "volumeMounts", "workingDir", "ports", "livenessProbe", "readinessProbe",
 ]
+PROBE_KEYS = ["httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold", "successThreshold"]
+# The downward API's fields the stand-in fills (env valueFrom.fieldRef).
+FIELD_REFS = ["metadata.name", "metadata.namespace", "spec.nodeName", "status.podIP", "status.hostIP"]
 SECURITY_KEYS = [
     "runAsUser", "runAsGroup", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities",
     "seLinuxOptions", "privileged", "runAsNonRoot",
@@ -283,6 +290,10 @@ class PodPlan:
         self.annotations = dict(meta.get("annotations") or {})
         self.log_directory = f"{POD_LOGS}/{self.namespace}_{name}_{uid}"
         self.grace = int(spec.get("terminationGracePeriodSeconds", 30))
+        pc = spec.get("priorityClassName")
+        if pc is not None and pc not in PRIORITY_CLASSES:
+            raise Unsupported(f"priorityClassName {pc}: not one of the built-in classes {sorted(PRIORITY_CLASSES)}")
+        self.priority = PRIORITY_CLASSES.get(pc, 0)
         self.volumes = {v["name"]: v for v in spec.get("volumes") or []}
 
     def ns_options(self):
@@ -388,10 +399,12 @@ class PodPlan:
         if sc.get("seLinuxOptions"):
             only(sc["seLinuxOptions"], f"container {c['name']}: seLinuxOptions", ["user", "role", "type", "level"])
             security["selinux_options"] = dict(sc["seLinuxOptions"])
-        envs = []
-        for e in c.get("env") or []:
-            only(e, f"container {c['name']}: env {e.get('name')}", ["name", "value"])
-            envs.append({"key": e["name"], "value": str(e.get("value", ""))})
+        env = self.env(c)
+        envs = [{"key": k, "value": v} for k, v in env.items()]
+        ports(c, self.spec)
+        for kind in ("livenessProbe", "readinessProbe"):
+            if kind in c:
+                probe_spec(c, kind)
         mounts = []
         for vm in c.get("volumeMounts") or []:
             only(vm, f"container {c['name']}: volumeMount {vm.get('name')}", ["name", "mountPath", "readOnly", "mountPropagation"])
@@ -409,8 +422,8 @@ class PodPlan:
         config = {
             "metadata": {"name": c["name"], "attempt": attempt},
             "image": {"image": c["image"]},
-            "command": list(c.get("command") or []),
-            "args": list(c.get("args") or []),
+            "command": [expand(a, env) for a in c.get("command") or []],
+            "args": [expand(a, env) for a in c.get("args") or []],
             "working_dir": c.get("workingDir", ""),
             "envs": envs,
             "mounts": mounts,
@@ -432,6 +445,35 @@ class PodPlan:
         }
         return config
 
+    def env(self, c):
+        """The container's environment, in order, with the downward API's fields filled in."""
+        fields = {"metadata.name": self.name, "metadata.namespace": self.namespace, "spec.nodeName": socket.gethostname(),
+                  "status.podIP": node_ip(), "status.hostIP": node_ip()}
+        out = {}
+        for e in c.get("env") or []:
+            where = f"container {c['name']}: env {e.get('name')}"
+            only(e, where, ["name", "value", "valueFrom"])
+            if "valueFrom" in e:
+                only(e["valueFrom"], where, ["fieldRef"])
+                ref = e["valueFrom"]["fieldRef"]
+                only(ref, where, ["fieldPath", "apiVersion"])
+                if ref["fieldPath"] not in FIELD_REFS:
+                    raise Unsupported(f"{where}: fieldRef {ref['fieldPath']}")
+                out[e["name"]] = fields[ref["fieldPath"]]
+            else:
+                out[e["name"]] = expand(str(e.get("value", "")), out)
+        return out
+
+    def probe_url(self, c, kind):
+        """The URL kubelet's HTTP probe `kind` of container spec `c` GETs, and its timeout."""
+        p = probe_spec(c, kind)
+        get = p["httpGet"]
+        port = get["port"]
+        if isinstance(port, str):
+            port = {q.get("name"): q["containerPort"] for q in c.get("ports") or []}[port]
+        host = get.get("host") or node_ip()  # the pod's IP: with hostNetwork, the node's
+        return f"http://{host}:{port}{get.get('path', '/')}", int(p.get("timeoutSeconds", 1))
+
     def requests(self):
         """Everything this pod would send, for `kubelet.py print`."""
         return {
@@ -441,6 +483,71 @@ class PodPlan:
             "init_containers": [self.container(c, 0) for c in self.spec.get("initContainers") or []],
             "containers": [self.container(c, 0) for c in self.spec["containers"]],
         }
+
+
+def expand(text, env):
+    """kubelet's $(VAR) expansion of command, args and env values: a defined VAR is replaced,
+    $$ is a literal $, anything else stays as written."""
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+
+
+def node_ip():
+    """The node's address (what kubelet reports as the pod IP of a hostNetwork pod): its first
+    global IPv4 address."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        m = re.search(r"inet ([0-9.]+)/", line)
+        if m:
+            return m.group(1)
+    raise RuntimeError(f"the node has no global IPv4 address for status.podIP ({out!r})")
+
+
+def ports(c, spec):
+    """Container ports as the API server validates them; with hostNetwork each is a host port."""
+    seen = set()
+    for q in c.get("ports") or []:
+        only(q, f"container {c['name']}: port", ["name", "containerPort", "hostPort", "protocol"])
+        n = q.get("name")
+        if n is not None and not re.fullmatch(r"(?=.*[a-z])[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?", n):
+            raise Unsupported(f"container {c['name']}: port name {n!r} is not an IANA service name (1-15 [a-z0-9-])")
+        if n in seen:
+            raise Unsupported(f"container {c['name']}: port name {n} twice")
+        seen.add(n)
+        if not 0 < int(q["containerPort"]) < 65536 or q.get("protocol", "TCP") != "TCP":
+            raise Unsupported(f"container {c['name']}: port {q}")
+        if spec.get("hostNetwork") and q.get("hostPort", q["containerPort"]) != q["containerPort"]:
+            raise Unsupported(f"container {c['name']}: with hostNetwork, hostPort must equal containerPort ({q})")
+
+
+def probe_spec(c, kind):
+    """Probe `kind` of container spec `c`, refused unless an HTTP GET the stand-in can run."""
+    p = c[kind]
+    only(p, f"container {c['name']}: {kind}", PROBE_KEYS)
+    if "httpGet" not in p:
+        raise Unsupported(f"container {c['name']}: {kind} without httpGet")
+    get = p["httpGet"]
+    only(get, f"container {c['name']}: {kind}.httpGet", ["path", "port", "host", "scheme"])
+    if get.get("scheme", "HTTP") != "HTTP":
+        raise Unsupported(f"container {c['name']}: {kind} scheme {get['scheme']}")
+    if isinstance(get["port"], str) and get["port"] not in {q.get("name") for q in c.get("ports") or []}:
+        raise Unsupported(f"container {c['name']}: {kind} names port {get['port']}, which the container does not declare")
+    return p
+
+
+def probe(plan, c, kind):
+    """One probe as kubelet runs it: (succeeded, status, body). Success is a status of 200-399."""
+    import urllib.error
+    import urllib.request
+
+    url, timeout = plan.probe_url(c, kind)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return 200 <= r.status < 400, r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return False, e.code, e.read().decode(errors="replace")
+    except OSError as e:
+        return False, 0, str(e)
 
 
 def _host_path_step(hp):
