@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint
 
 build:
 	cargo build --release --locked
@@ -74,6 +74,13 @@ bench-isolation:
 # (scripts/bench-follow.sh; OCH_BENCH_RATE, OCH_BENCH_SECONDS, OCH_BENCH_RUNS).
 bench-follow:
 	scripts/bench-follow.sh
+
+# The DaemonSet containers' memory and CPU at a 110-pod node's churn, natively (root): the follower
+# over 110 members while a pod a second is replaced and probes enter them, the NRI plugin against
+# examples/nri-churn.rs creating containers; peak RSS and millicores, which size the manifest's
+# requests and limits (scripts/bench-footprint.sh; OCH_BENCH_PODS, OCH_BENCH_SECONDS, OCH_BENCH_RATE).
+bench-footprint:
+	scripts/bench-footprint.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the

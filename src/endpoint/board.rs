@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a loop may go without a beat before `/healthz` says it is stuck.
-pub const LIVE_WITHIN: Duration = Duration::from_secs(60);
+pub const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 /// The state one long-running command shows over HTTP.
 #[derive(Debug)]
@@ -15,7 +15,7 @@ pub struct Board {
     started: Instant,
     /// Milliseconds since `started` of the last beat.
     beat_ms: AtomicU64,
-    live_within: Duration,
+    stuck_after: Duration,
     shown: Mutex<Shown>,
 }
 
@@ -44,15 +44,15 @@ const PLAIN: &str = "text/plain; charset=utf-8";
 impl Board {
     /// A board not ready yet (`why`), with an empty page and a beat now.
     pub fn new(why: &str) -> Arc<Self> {
-        Self::with_live_within(why, LIVE_WITHIN)
+        Self::with_stuck_after(why, STUCK_AFTER)
     }
 
     /// [`Board::new`] with another liveness bound (tests).
-    pub fn with_live_within(why: &str, live_within: Duration) -> Arc<Self> {
+    pub fn with_stuck_after(why: &str, stuck_after: Duration) -> Arc<Self> {
         Arc::new(Self {
             started: Instant::now(),
             beat_ms: AtomicU64::new(0),
-            live_within,
+            stuck_after,
             shown: Mutex::new(Shown { metrics: Arc::from(""), ready: Err(Arc::from(why)) }),
         })
     }
@@ -100,7 +100,7 @@ impl Board {
             "/metrics" => Page { status: 200, content_type: PROMETHEUS_TEXT, body: self.lock().metrics.clone() },
             "/healthz" => {
                 let since = self.since_beat();
-                if since <= self.live_within {
+                if since <= self.stuck_after {
                     text(200, "ok\n".into())
                 } else {
                     text(
@@ -108,7 +108,7 @@ impl Board {
                         format!(
                             "stuck: the main loop last ran {} s ago (limit {} s)\n",
                             since.as_secs(),
-                            self.live_within.as_secs()
+                            self.stuck_after.as_secs()
                         ),
                     )
                 }
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn pages_follow_what_the_owner_sets() {
-        let b = Board::with_live_within("starting", Duration::from_millis(50));
+        let b = Board::with_stuck_after("starting", Duration::from_millis(50));
         assert_eq!(b.page("/readyz").status, 503);
         assert_eq!(&*b.page("/readyz").body, "not ready: starting\n");
         b.set_ready(Ok(()));

@@ -385,11 +385,12 @@ class Scenarios:
             with open(f"{OUT}/scrapes/{key}.prom", "w") as f:
                 f.write(text)
         follow_page, nri_page = pages.get("metrics", ""), pages.get("nri-metrics", "")
-        tenants = [self.ctrs[n] for n in ("a1", "a2", "b1")]
-        check("the follower's page has every tenant container's cookie and group (the `metrics` families)",
-              all(f'container_id="{t}"' in follow_page for t in tenants)
-              and 'oci_coresched_hook_group_members{core_sched_group="tenant-a/web"} 2' in follow_page,
-              [line for line in follow_page.splitlines() if "group_members" in line])
+        want = {n: (f'container_id="{self.ctrs[n]}",core_sched_group="{g}",core_sched_cookie="{self.tcookie(n)}"')
+                for n, g in (("a1", "tenant-a/web"), ("a2", "tenant-a/web"), ("b1", "tenant-b/web"))}
+        missing = {n: w for n, w in want.items() if w not in follow_page}
+        check("the follower's page has every tenant container with its group and its cookie as coresched reads it "
+              "(the `metrics` families)", not missing,
+              [line for line in follow_page.splitlines() if line.startswith("container_core_sched_cookie")] + [str(missing)])
         for fam in ("oci_coresched_hook_follow_events_enabled 1", "oci_coresched_hook_audit_violations",
                     "oci_coresched_hook_force_idle_seconds_total"):
             check(f"the follower's page has {fam}", fam in follow_page)
