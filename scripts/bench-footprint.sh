@@ -44,7 +44,7 @@ top="$v2/och-bench-footprint-$$"
 work=$(mktemp -d "$base/och-bench-footprint.XXXXXX")
 pids_to_kill=()
 cleanup() {
-    for p in "${pids_to_kill[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    for p in "${pids_to_kill[@]}"; do kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
     if [[ -d $top ]]; then
         for cg in "$top"/*/; do
             for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
@@ -66,8 +66,9 @@ och=("$hook" --config "$work/config.toml" --state-dir "$work/state")
 # `pod N NAMESPACE`: a member container: a sleep in cgroup podN, recorded by createRuntime.
 pod() {
     mkdir -p "$top/pod$1"
-    sleep 3600 </dev/null >/dev/null 2>&1 &
-    local init=$!
+    # Started from a subshell: not a job of this shell, so its kill is not reported.
+    local init
+    init=$( (sleep 3600 </dev/null >/dev/null 2>&1 & echo $!) )
     echo "$init" >"$top/pod$1/cgroup.procs"
     printf '{"ociVersion":"1.0.2","id":"c%s","status":"creating","pid":%s,"annotations":{"io.kubernetes.pod.namespace":"%s","io.kubernetes.pod.name":"pod%s","oci-coresched-hook/group":"web"}}' \
         "$1" "$init" "$2" "$1" | "${och[@]}" hook 2>>"$work/hook.log" ||
@@ -80,7 +81,7 @@ unpod() {
     local init
     init=$(cat "$work/init.$1")
     kill -9 "$init" 2>/dev/null || true
-    wait "$init" 2>/dev/null || true
+    while kill -0 "$init" 2>/dev/null; do sleep 0.01; done
     printf '{"ociVersion":"1.0.2","id":"c%s","status":"stopped","pid":%s,"annotations":{}}' "$1" "$init" |
         "${och[@]}" hook --stage poststop 2>>"$work/hook.log" || true
     rmdir "$top/pod$1" 2>/dev/null || true
@@ -115,9 +116,9 @@ c0_follow=$(cpu "$follow")
 c0_nri=$(cpu "$nri")
 
 next=$((pods + 1))
-end=$((SECONDS + seconds))
+start_ns=$(date +%s%N)
 tick=0
-while ((SECONDS < end)); do
+while ((tick < seconds)); do
     # One pod replaced a second.
     old=$((next - pods))
     unpod "$old"
@@ -133,7 +134,9 @@ while ((SECONDS < end)); do
         curl -sf "http://$nri_at/metrics" >"$work/nri.page" || { echo "bench-footprint.sh: scrape of nri failed" >&2; exit 1; }
     fi
     tick=$((tick + 1))
-    sleep 0.5
+    # The next second's work starts on the second, whatever this one's took.
+    left=$((start_ns + tick * 1000000000 - $(date +%s%N)))
+    ((left > 0)) && sleep "$(printf '0.%09d' "$left")"
 done
 wait "$runtime" || { echo "bench-footprint.sh: the NRI runtime failed:" >&2; cat "$work/churn.err" "$work/nri.log" >&2; exit 1; }
 t1=$(date +%s.%N)
