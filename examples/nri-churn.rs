@@ -84,16 +84,17 @@ impl Runtime {
             die(&format!("failed to call {method}: {e}"));
         }
         loop {
-            if let Incoming::Message(m) = self.recv() {
-                if m.conn == PLUGIN_CONN && m.stream_id == sid && m.kind == TYPE_RESPONSE {
-                    self.slowest = self.slowest.max(since.elapsed());
-                    let r =
-                        Response::decode(&m.payload).unwrap_or_else(|e| die(&format!("bad answer to {method}: {e}")));
-                    if r.code() != code::OK {
-                        die(&format!("{method} answered {r:?}"));
-                    }
-                    return r;
+            if let Incoming::Message(m) = self.recv()
+                && m.conn == PLUGIN_CONN
+                && m.stream_id == sid
+                && m.kind == TYPE_RESPONSE
+            {
+                self.slowest = self.slowest.max(since.elapsed());
+                let r = Response::decode(&m.payload).unwrap_or_else(|e| die(&format!("bad answer to {method}: {e}")));
+                if r.code() != code::OK {
+                    die(&format!("{method} answered {r:?}"));
                 }
+                return r;
             }
         }
     }
