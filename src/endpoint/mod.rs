@@ -69,6 +69,19 @@ impl Endpoint {
     }
 }
 
+/// The endpoint a long-running command was asked for (`--listen`), if any; a thread that cannot
+/// be started is logged, and the command goes on without it.
+pub fn serve_if_asked(listen: Option<SocketAddr>, board: &Arc<Board>) -> Option<Endpoint> {
+    let addr = listen?;
+    match Endpoint::start(addr, board.clone(), Limits::default()) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            log::error!("failed to start the endpoint's thread: {e}; /metrics, /healthz and /readyz are not served");
+            None
+        }
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::cgroup;
-use crate::endpoint::{Board, Endpoint, Limits};
+use crate::endpoint::Board;
 use crate::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
@@ -309,12 +309,6 @@ pub struct Options {
     pub listen: Option<std::net::SocketAddr>,
 }
 
-/// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
-fn own_cpu_seconds(proc: &ProcFs) -> f64 {
-    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
-    proc.cpu_ticks(std::process::id() as Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
-}
-
 fn open_events(fallback: Duration) -> Option<ProcConnector> {
     match ProcConnector::open() {
         Ok(c) => Some(c),
@@ -352,18 +346,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
 ) -> Result<(), FollowError> {
     crate::signals::install().map_err(FollowError::Signals)?;
     let board = Board::new(STARTING);
-    let endpoint = match opts.listen {
-        Some(addr) => match Endpoint::start(addr, board.clone(), Limits::default()) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                log::error!(
-                    "failed to start the endpoint's thread: {e}; /metrics, /healthz and /readyz are not served"
-                );
-                None
-            }
-        },
-        None => None,
-    };
+    let endpoint = crate::endpoint::serve_if_asked(opts.listen, &board);
     let mut last_sweep_ok = false;
     let mut last_render_error = String::new();
     if opts.config.enable_schedstats {
@@ -430,8 +413,8 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
         }
         if Instant::now() >= next_metrics {
             refresh::update_force_idle(&f, opts, &mut last_idle_error);
-            f.stats.cpu_seconds = own_cpu_seconds(proc);
-            write_metrics(&metrics, &f.stats);
+            f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+            stats::write_metrics(&metrics, &f.stats);
             if endpoint.is_some() {
                 let page = match render() {
                     Ok(page) => {
@@ -497,8 +480,8 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             std::thread::sleep(pace.gather());
         }
     }
-    f.stats.cpu_seconds = own_cpu_seconds(proc);
-    write_metrics(&metrics, &f.stats);
+    f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+    stats::write_metrics(&metrics, &f.stats);
     log::info!(
         "reconcile --follow stopping on a signal: {} events, {} processes fixed on events, {} by sweeps",
         f.stats.forks + f.stats.execs,
@@ -513,12 +496,6 @@ pub(crate) fn report(last: &mut String, msg: String) {
     if *last != msg {
         log::warn!("{msg}");
         *last = msg;
-    }
-}
-
-fn write_metrics(path: &Path, stats: &Stats) {
-    if let Err(e) = crate::ops::metrics::write_atomic(path, &stats.render()) {
-        log::debug!("reconcile --follow: failed to write {}: {e}", path.display());
     }
 }
 

@@ -62,7 +62,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::endpoint::{Board, Endpoint, Limits};
+use crate::endpoint::Board;
 use crate::signals::{sleep_unless_stopped, stopping};
 use crate::system::Surroundings;
 use messages::event;
@@ -201,18 +201,7 @@ pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
     );
     let board = Board::new(status::STARTING);
     let status = Status::new(board.clone());
-    let _endpoint = match opts.listen {
-        Some(addr) => match Endpoint::start(addr, board, Limits::default()) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                log::error!(
-                    "failed to start the endpoint's thread: {e}; /metrics, /healthz and /readyz are not served"
-                );
-                None
-            }
-        },
-        None => None,
-    };
+    let _endpoint = crate::endpoint::serve_if_asked(opts.listen, &board);
     let mut threads = Vec::new();
     let result = serve_until_stopped(opts, config, &hook_path, &name, &status, &mut threads);
     if threads.iter().any(|t| !t.is_finished()) {
