@@ -494,11 +494,24 @@ assert env.get("HOST_ROOT") == "/host", env
 # Two long-running containers, at cookie 0 (policy none on the pod). The NRI plugin: the node's
 # hook binary injected, host pids, the NRI socket's directory, the state dir, the config and the
 # host's cgroup tree (read-only); root with SYS_PTRACE only.
-assert ds["spec"]["template"]["metadata"]["annotations"] == {"oci-coresched-hook/policy": "none"}, ds["spec"]["template"]["metadata"]
+assert ds["spec"]["template"]["metadata"]["annotations"] == {
+    "oci-coresched-hook/policy": "none", "prometheus.io/scrape": "true", "prometheus.io/port": "9642",
+    "prometheus.io/path": "/metrics"}, ds["spec"]["template"]["metadata"]
+# Evicted after the tenants it keeps apart, never before.
+assert pod.get("priorityClassName") == "system-node-critical", pod.get("priorityClassName")
+# Each long-running container serves its endpoint on the node's address (the pod IP of a
+# host-network pod) at a named port its probes use: never 0.0.0.0.
+def endpoint(c, port, name):
+    assert c["args"][-2:] == ["--listen", f"$(POD_IP):{port}"], c["args"]
+    assert c["env"] == [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}], c["env"]
+    assert c["ports"] == [{"name": name, "containerPort": port}], c["ports"]
+    for kind, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert c[kind]["httpGet"] == {"path": path, "port": name}, c[kind]
+    return c["args"][:-2]
 assert [c["name"] for c in pod["containers"]] == ["nri", "follow"], pod["containers"]
 nri = pod["containers"][0]
 assert nri["command"] == ["/usr/bin/oci-coresched-hook"], nri
-assert nri["args"] == ["nri", "--hook-path", "/usr/local/bin/oci-coresched-hook"], nri
+assert endpoint(nri, 9643, "nri-metrics") == ["nri", "--hook-path", "/usr/local/bin/oci-coresched-hook"], nri
 assert pod.get("hostPID") is True, "the NRI plugin needs host pids"
 sc = nri["securityContext"]
 assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}, sc
@@ -512,7 +525,7 @@ assert mounts == {"/var/run/nri": ("/var/run/nri", False), "/run/oci-coresched-h
 # tree; root with exactly those two capabilities.
 follow = pod["containers"][1]
 assert follow["command"] == ["/usr/bin/oci-coresched-hook"], follow
-assert follow["args"] == ["reconcile", "--follow"], follow
+assert endpoint(follow, 9642, "metrics") == ["reconcile", "--follow"], follow
 assert pod.get("hostNetwork") is True, "the proc connector sends events only in the host network namespace"
 sc = follow["securityContext"]
 assert sc["capabilities"]["drop"] == ["ALL"] and sorted(sc["capabilities"]["add"]) == ["NET_ADMIN", "SYS_PTRACE"], sc
