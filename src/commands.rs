@@ -101,10 +101,15 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// The cache's and the kernel's families, forced idle included: what `metrics` prints before
-/// the follower's counters, and what the follower's endpoint serves before its own.
-fn exposition(sys: &System, config: &Config) -> anyhow::Result<String> {
+/// the follower's counters, and what the follower's endpoint serves before its own. The groups'
+/// forced idle is brought up to date first unless the caller just did (`idle_updated`: the
+/// follower updates it in its loop before it asks for the page).
+fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Result<String> {
     let session = read_session(sys, config)?;
-    let idle = force_idle(sys, session.as_ref())?;
+    let idle = match (&session, idle_updated) {
+        (Some(session), true) => ops::forced_idle::totals(session.store(), &sys.proc, &sys.cgroup_root)?,
+        _ => force_idle(sys, session.as_ref())?,
+    };
     let mut text = match &session {
         Some(session) => ops::metrics::render(session.store(), &sys.kernel, &sys.proc)?,
         // No cache yet: the same exposition over an empty in-memory cache.
@@ -116,7 +121,7 @@ fn exposition(sys: &System, config: &Config) -> anyhow::Result<String> {
 
 /// `metrics [--output FILE]`.
 pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let mut text = exposition(sys, config)?;
+    let mut text = exposition(sys, config, false)?;
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
     let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
     match std::fs::read_to_string(&follow) {
@@ -204,7 +209,7 @@ pub fn follow(
         }
         Ok(crate::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
     };
-    crate::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config))?;
+    crate::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config, true))?;
     Ok(())
 }
 

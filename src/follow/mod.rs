@@ -402,8 +402,8 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             }
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
+            board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
         }
-        board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
         if Instant::now() >= next_idle {
             f.keep_idle(&opts.cgroup_root);
             if !f.view.inits_alive(proc) {
@@ -446,6 +446,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                     );
                     source = None;
                     f.stats.events_enabled = false;
+                    board.set_ready(readiness(false, last_sweep_ok));
                     reopen_at = Instant::now() + REOPEN_AFTER;
                     next_sweep = next_sweep.min(Instant::now() + FALLBACK_SWEEP);
                     continue;
@@ -459,6 +460,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                         log::info!("reconcile --follow: following process events again");
                         source = Some(c);
                         f.stats.events_enabled = true;
+                        board.set_ready(readiness(true, last_sweep_ok));
                         next_sweep = Instant::now();
                     }
                 }
