@@ -45,3 +45,8 @@ mod scenarios;
 #[cfg(test)]
 #[path = "../tests/common/skip.rs"]
 mod test_skip;
+
+/// The test suite's one `promtool check metrics` (`tests/common/promtool.rs`), for the unit tests.
+#[cfg(test)]
+#[path = "../tests/common/promtool.rs"]
+mod test_promtool;

@@ -3,7 +3,13 @@
 //! publishing: neither waits for the hostile client.
 
 use super::*;
+use client::{get, sample};
 use std::io::{Read, Write};
+
+/// The integration tests' HTTP client (`tests/common/http.rs`).
+#[allow(dead_code)]
+#[path = "../../tests/common/http.rs"]
+mod client;
 use std::net::TcpStream;
 use std::sync::atomic::AtomicU64;
 
@@ -54,7 +60,7 @@ impl Served {
     fn served_turns(&self) -> u64 {
         let (status, body) = self.get("/metrics");
         assert_eq!(status, 200, "{body}");
-        body.lines().find_map(|l| l.strip_prefix("turns ")).and_then(|v| v.parse().ok()).expect("turns")
+        sample(&body, "turns").expect("turns") as u64
     }
 }
 
@@ -77,17 +83,6 @@ fn wait_until_ok<T, E: std::fmt::Debug>(what: &str, limit: Duration, mut f: impl
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-}
-
-fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
 }
 
 /// Everything the server sends on `s` until it closes it: the status line's code.

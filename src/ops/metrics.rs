@@ -304,43 +304,9 @@ print(json.dumps(out))
         Some(serde_json::from_slice(&out.stdout).unwrap())
     }
 
-    /// Runs `promtool check metrics` (from the `prometheus` package) when it is installed; it
-    /// parses the text with Prometheus's own Go parser and lints names, help and types.
+    /// Runs `promtool check metrics` when it is installed (`tests/common/promtool.rs`).
     pub(crate) fn promtool_check(text: &str) -> Option<String> {
-        let mut child = match std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                crate::test_skip::skip(
-                    "metrics: promtool check metrics",
-                    "promtool not installed (apt-get install prometheus)",
-                );
-                return None;
-            }
-            Err(e) => panic!("failed to run promtool: {e}"),
-        };
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        // Exit 3 is "lint problems only" (a parse error exits 1). One is expected: Koordinator's
-        // `core_sched_cookie_manage_status` is a counter without the `_total` suffix, and the name
-        // is kept for its dashboards.
-        let only_known_lint = out.status.code() == Some(3)
-            && report
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .all(|l| l == "core_sched_cookie_manage_status counter metrics should have \"_total\" suffix");
-        assert!(
-            out.status.success() || only_known_lint,
-            "promtool check metrics failed ({}):\n{report}\n--- text ---\n{text}",
-            out.status
-        );
-        Some(report)
+        crate::test_promtool::check("metrics: promtool check metrics", text, crate::test_skip::skip)
     }
 
     fn family_of<'a>(fams: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub mod http;
+pub mod promtool;
 pub mod rootless;
 mod skip;
 pub mod wait;

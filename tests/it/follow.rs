@@ -215,9 +215,7 @@ mod with_fake_kernel {
 
     fn prom(w: &World, name: &str) -> f64 {
         let text = std::fs::read_to_string(w.state_dir().join("follow.prom")).expect("follow.prom");
-        text.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.parse().ok()))
-            .unwrap_or_else(|| panic!("no {name} in follow.prom:\n{text}"))
+        crate::common::http::sample(&text, name).unwrap_or_else(|| panic!("no {name} in follow.prom:\n{text}"))
     }
 
     #[test]
@@ -358,39 +356,7 @@ mod with_fake_kernel {
         assert!(page.contains("oci_coresched_hook_group_members{core_sched_group=\"tenant-a/web\"} 1"), "{page}");
         assert_eq!(get(addr, "/readyz"), (200, "ready\n".to_string()));
         assert_eq!(get(addr, "/healthz"), (200, "ok\n".to_string()));
-        promtool_accepts(&page);
+        crate::common::promtool::check("follow: promtool check metrics", &page, crate::common::skip);
         assert!(f.stop().success());
-    }
-
-    /// `promtool check metrics` on `text` (its one known lint allowed: Koordinator's counter name
-    /// without `_total`); a loud skip when promtool is missing.
-    fn promtool_accepts(text: &str) {
-        use std::io::Write;
-        let child = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                crate::common::skip(
-                    "follow: promtool check metrics",
-                    "promtool not installed (apt-get install prometheus)",
-                );
-                return;
-            }
-            Err(e) => panic!("failed to run promtool: {e}"),
-        };
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let only_known_lint = out.status.code() == Some(3)
-            && report
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .all(|l| l.starts_with("core_sched_cookie_manage_status counter"));
-        assert!(out.status.success() || only_known_lint, "promtool: {report}\n{text}");
     }
 }

@@ -10,12 +10,20 @@ use oci_coresched_hook::nri::messages::{CreateContainerRequest, CreateContainerR
 use oci_coresched_hook::nri::proto::Message;
 use oci_coresched_hook::nri::ttrpc::code;
 
-use super::support::{Plugin, WAIT, accept, container, plugin_cmd, pod, setup};
+use super::support::{Plugin, Runtime, WAIT, accept, container, plugin_cmd, pod, setup};
 use crate::common::http::{get, sample, served_at};
 use crate::common::wait::{wait_for, wait_until};
 
 fn served(plugin: &Plugin) -> SocketAddr {
     wait_for("the plugin to log where it serves", WAIT, || served_at(&plugin.log()).ok_or("not yet"))
+}
+
+/// The runtime's end of the plugin's next connection on `listener`, registered and configured.
+fn configured(listener: &UnixListener) -> Runtime {
+    let mut rt = accept(listener);
+    rt.expect_register();
+    rt.configure();
+    rt
 }
 
 fn wait_status(addr: SocketAddr, path: &str, want: u16) -> String {
@@ -37,9 +45,7 @@ fn readiness_follows_the_runtime_and_liveness_survives_its_restart() {
     assert_eq!(sample(&get(addr, "/metrics").1, "oci_coresched_hook_nri_ready"), Some(0.0));
 
     let listener = UnixListener::bind(&s.socket).unwrap();
-    let mut rt = accept(&listener);
-    rt.expect_register();
-    rt.configure();
+    let rt = configured(&listener);
     wait_status(addr, "/readyz", 200);
     let metrics = get(addr, "/metrics").1;
     assert_eq!(sample(&metrics, "oci_coresched_hook_nri_ready"), Some(1.0), "{metrics}");
@@ -54,9 +60,7 @@ fn readiness_follows_the_runtime_and_liveness_survives_its_restart() {
     assert!(body.contains("runtime restarting"), "{body}");
     assert_eq!(get(addr, "/healthz").0, 200, "live while the runtime is away");
     let listener = UnixListener::bind(&s.socket).unwrap();
-    let mut rt = accept(&listener);
-    rt.expect_register();
-    rt.configure();
+    let _rt = configured(&listener);
     wait_status(addr, "/readyz", 200);
     let metrics = get(addr, "/metrics").1;
     assert_eq!(sample(&metrics, "oci_coresched_hook_nri_connection_ends_total"), Some(1.0), "{metrics}");
@@ -73,9 +77,7 @@ fn hostile_http_clients_never_hold_up_the_nri_connection() {
     let s = setup("endpoint-hostile");
     let listener = UnixListener::bind(&s.socket).unwrap();
     let plugin = Plugin::spawn(plugin_cmd(&s, &["--listen", "127.0.0.1:0"]), s.dir.path());
-    let mut rt = accept(&listener);
-    rt.expect_register();
-    rt.configure();
+    let mut rt = configured(&listener);
     let addr = served(&plugin);
     wait_status(addr, "/readyz", 200);
 
@@ -137,9 +139,7 @@ fn a_port_in_use_is_logged_and_the_plugin_goes_on() {
     let port = taken.local_addr().unwrap().port();
     let listener = UnixListener::bind(&s.socket).unwrap();
     let mut plugin = Plugin::spawn(plugin_cmd(&s, &["--listen", &port.to_string()]), s.dir.path());
-    let mut rt = accept(&listener);
-    rt.expect_register();
-    rt.configure();
+    let _rt = configured(&listener);
     plugin.wait_for_log(&format!("failed to listen on 127.0.0.1:{port}"));
     let log = plugin.log();
     assert!(log.contains("/metrics, /healthz and /readyz are not served (trying again every 10 s)"), "{log}");
