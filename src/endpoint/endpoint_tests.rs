@@ -47,7 +47,11 @@ impl Served {
         });
         let s = Self { addr, board, turns, stop, owner: Some(owner), _endpoint: endpoint };
         wait_until_ok("the endpoint to listen", Duration::from_secs(10), || TcpStream::connect(s.addr));
-        assert_eq!(s.get("/readyz").0, 200);
+        // Ready once the owner's first turn ran (a loaded host may start its thread late).
+        wait_until_ok("/readyz to answer 200", Duration::from_secs(10), || match s.get("/readyz").0 {
+            200 => Ok(()),
+            code => Err(code),
+        });
         s
     }
 
