@@ -192,7 +192,11 @@ fn follower(c: &mut Criterion, dir: &Path) {
         fp.spawn(pid, 7, 0, &cg).unwrap();
         kernel.create(pid, Scope::ThreadGroup).unwrap();
         let labels = Labels { cgroup: Some(cg), ..Default::default() };
-        store.upsert_member(&Member { labels, ..Member::new(format!("c{i}"), format!("g{i}"), pid, 7) }).unwrap();
+        store
+            .transaction(|tx| {
+                tx.upsert_member(&Member { labels, ..Member::new(format!("c{i}"), format!("g{i}"), pid, 7) })
+            })
+            .unwrap();
     }
     let (outside, member) = (5000, 5001);
     fp.spawn(outside, 7, 0, "/system.slice/cron.service").unwrap();

@@ -12,7 +12,7 @@ use crate::ops;
 use crate::runtimes::RuntimeRoot;
 use crate::session::{Refill, Session};
 use crate::state_dir::StateDir;
-use crate::store::Store;
+use crate::store::{Store, Txn};
 use crate::system::System;
 
 fn print_out(text: &str) {
@@ -83,7 +83,7 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
 
 /// Runs `f` on the cache under the lock in one transaction (creating the cache if needed), with
 /// the deferred forgets applied first in the same transaction ([`Session::write`]).
-fn write_txn<T>(sys: &System, config: &Config, f: impl FnOnce(&Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
+fn write_txn<T>(sys: &System, config: &Config, f: impl FnOnce(&Txn<'_>) -> anyhow::Result<T>) -> anyhow::Result<T> {
     let session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
     session.write(&sys.proc, 1, f)
 }

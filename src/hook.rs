@@ -13,7 +13,7 @@ use crate::procfs::{Pid, TaskId};
 use crate::session::{Refill, Session, SessionError};
 use crate::shim;
 use crate::state_dir::{DirError, StateDir};
-use crate::store::{Member, Store, StoreError};
+use crate::store::{Member, StoreError, Txn};
 use crate::system::System;
 
 /// The hook stages of the OCI runtime spec (and the legacy `prestart`).
@@ -209,7 +209,7 @@ pub fn run_with<K: CoreSched>(
                 }
                 Err(e) => log::debug!("failed to record container {id} as stopped ({e}); forgetting it now"),
             }
-            let forget = |e: &Engine<'_, K>, _: &Store| e.forget(id).map_err(|source| engine_err(id, source));
+            let forget = |e: &Engine<'_, K>, _: &Txn<'_>| e.forget(id).map_err(|source| engine_err(id, source));
             with_store(&dir, config, None, forget, |_| {}, sys, on).map(Done::Forgot)
         }
         Action::Clear | Action::Ensure { .. } => {
@@ -228,7 +228,7 @@ pub fn run_with<K: CoreSched>(
             let id = decision.container_id.as_str();
             let pod_shim = pod_shim(decision, sys, shim_proof);
             let Action::Ensure { group, sched_idle } = &decision.action else {
-                let clear = |e: &Engine<'_, K>, store: &Store| {
+                let clear = |e: &Engine<'_, K>, store: &Txn<'_>| {
                     let removed = e.clear(id, pid).map_err(|s| engine_err(id, s))?;
                     // A shim left with a cookie only starts this container's exec'd processes
                     // under the pod's group (never wider): a failure is logged and counted.
@@ -343,7 +343,7 @@ fn pod_shim<K: CoreSched>(decision: &Decision, sys: &System<K>, proof: shim::Pro
 }
 
 /// Counts a failure that comes after the cookie was set and recorded (best effort), and returns it.
-fn counted(store: &Store, error: HookError) -> HookError {
+fn counted(store: &Txn<'_>, error: HookError) -> HookError {
     if let Err(e) = store.count_failure(error.reason()) {
         log::warn!("failed to count a failure ({}): {}", error.reason(), crate::error::Chain(&e));
     }
@@ -393,7 +393,7 @@ fn with_store<K: CoreSched, T>(
     dir: &StateDir,
     config: &Config,
     group: Option<&str>,
-    f: impl Fn(&Engine<'_, K>, &Store) -> Result<T, HookError>,
+    f: impl Fn(&Engine<'_, K>, &Txn<'_>) -> Result<T, HookError>,
     after_commit: impl FnOnce(&T),
     sys: &System<K>,
     on: RelayOn,

@@ -203,7 +203,7 @@ fn world(case: &Case) -> World {
         list(&w, &home, pid);
         let labels = Labels { cgroup: Some(recorded.to_string()), ..Default::default() };
         let req = EnsureRequest { container_id: id.to_string(), group: group.to_string(), pid, labels };
-        Engine::new(&w.kernel, &w.proc, &w.store).ensure(&req).unwrap();
+        w.store.transaction(|tx| Engine::new(&w.kernel, &w.proc, tx).ensure(&req)).unwrap();
     }
     w.fp.spawn(P, 5, 0, "/placeholder").unwrap();
     std::fs::write(w.dir.path().join(format!("proc/{P}/cgroup")), case.proc_cgroup).unwrap();
@@ -213,7 +213,7 @@ fn world(case: &Case) -> World {
 
 /// The group `reconcile` (dry run) would give the process's cookie from.
 fn by_reconcile(w: &World) -> Option<String> {
-    let r = reconcile(&w.store, &w.kernel, &w.proc, &w.dir.path().join("cg"), true).unwrap();
+    let r = w.store.transaction(|tx| reconcile(tx, &w.kernel, &w.proc, &w.dir.path().join("cg"), true)).unwrap();
     let groups: std::collections::BTreeSet<String> =
         r.members.iter().filter(|m| m.fixed.iter().any(|f| f.pid == P)).map(|m| m.group.clone()).collect();
     assert!(groups.len() <= 1, "reconcile gave pid {P} to two groups: {groups:?}");

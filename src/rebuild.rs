@@ -34,7 +34,7 @@ use crate::membership::{self, State};
 use crate::policy::{Action, Decision};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
-use crate::store::{Member, Store};
+use crate::store::{Member, Store, Txn};
 
 /// One scanned root.
 #[derive(Debug, Clone, Serialize)]
@@ -229,7 +229,7 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
 /// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
 /// kernel without core scheduling.
 pub fn rebuild<K: CoreSched>(
-    store: &Store,
+    store: &Txn<'_>,
     kernel: &K,
     proc: &ProcFs,
     roots: &[RuntimeRoot],

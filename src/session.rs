@@ -28,7 +28,7 @@ use crate::rebuild::{self, Fill, RebuildReport};
 use crate::runtimes::RuntimeRoot;
 use crate::state_dir::{DirError, LockGuard, StateDir};
 use crate::stopped::{self, Applied};
-use crate::store::{Found, Store, StoreError, Unusable};
+use crate::store::{Found, Store, StoreError, Txn, Unusable};
 
 /// What a cache that may lack running containers is refilled from.
 #[derive(Debug)]
@@ -156,7 +156,7 @@ impl Session {
         &self,
         proc: &ProcFs,
         backlog: usize,
-        f: impl FnOnce(&Store) -> Result<T, E>,
+        f: impl FnOnce(&Txn<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let (value, stopped) = self.store.transaction(|s| {
             let stopped = match self.stand_in {

@@ -128,7 +128,7 @@ fn an_older_builds_cache_that_lost_members_is_refilled_and_its_group_converges()
     e.kernel.force(300, NEW);
     {
         let s = Store::open(&e.db()).unwrap();
-        s.upsert_member(&Member { cookie: NEW, ..Member::new("n1", "web", 300, 3000) }).unwrap();
+        s.transaction(|tx| tx.upsert_member(&Member { cookie: NEW, ..Member::new("n1", "web", 300, 3000) })).unwrap();
     }
     // As 0.1.0 left it: format 3, none of this revision's additions.
     {
@@ -151,7 +151,7 @@ fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_st
     let e = Env::new();
     {
         let s = Store::open(&e.db()).unwrap();
-        s.upsert_member(&Member { cookie: OLD, ..Member::new("r1", "web", 100, 1000) }).unwrap();
+        s.transaction(|tx| tx.upsert_member(&Member { cookie: OLD, ..Member::new("r1", "web", 100, 1000) })).unwrap();
     }
     {
         let c = rusqlite::Connection::open(e.db()).unwrap();

@@ -27,7 +27,7 @@
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::kernel::CoreSched;
 use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::store::{Labels, Member, Store};
+use crate::store::{Labels, Member, Store, Txn};
 
 /// What a shim's `comm` starts with (`containerd-shim-runc-v2` shows as `containerd-shim`:
 /// `comm` keeps 15 bytes).
@@ -151,7 +151,7 @@ pub fn wire<K: CoreSched>(
 /// the transaction of the container's clear.
 pub fn clear<K: CoreSched>(
     engine: &Engine<'_, K>,
-    store: &Store,
+    store: &Txn<'_>,
     proc: &ProcFs,
     shim: TaskId,
     sandbox: &str,

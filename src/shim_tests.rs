@@ -32,16 +32,14 @@ impl Env {
         self.fp.spawn(pid, pid as u64, 0, &format!("/pods/{id}")).unwrap();
         self.fp.set_lineage(pid, "sleep", SHIM).unwrap();
         let proc = self.fp.procfs();
-        let engine = Engine::new(&self.kernel, &proc, &self.store);
         let req = EnsureRequest { container_id: id.into(), group: group.into(), pid, labels: Labels::default() };
-        engine.ensure(&req).unwrap().cookie
+        self.store.transaction(|tx| Engine::new(&self.kernel, &proc, tx).ensure(&req)).unwrap().cookie
     }
 
     fn wire(&self, group: &str) -> Result<Wired, EngineError> {
         let proc = self.fp.procfs();
         let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().expect("the shim is proven");
-        let engine = Engine::new(&self.kernel, &proc, &self.store);
-        wire(&engine, &self.store, &proc, shim, "sb1", group)
+        self.store.transaction(|tx| wire(&Engine::new(&self.kernel, &proc, tx), tx, &proc, shim, "sb1", group))
     }
 
     fn shim_cookie(&self) -> u64 {
@@ -120,7 +118,11 @@ fn a_new_shim_for_the_sandbox_replaces_the_row_of_one_that_exited() {
     let web = e.container("c1", 4242, "tenant-a/web");
     e.wire("tenant-a/web").unwrap();
     // The old shim's row claims another group: it must not make the new shim "disagree".
-    e.store.upsert_member(&Member { cookie: 7, ..Member::new(member_id("sb1"), "tenant-a/other", SHIM, 49) }).unwrap();
+    e.store
+        .transaction(|tx| {
+            tx.upsert_member(&Member { cookie: 7, ..Member::new(member_id("sb1"), "tenant-a/other", SHIM, 49) })
+        })
+        .unwrap();
     e.fp.kill(SHIM, 0).unwrap();
     e.fp.spawn(SHIM, 51, 0, "/system.slice/containerd.service").unwrap();
     e.fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
@@ -137,8 +139,10 @@ fn a_shim_that_exited_after_its_proof_is_not_touched() {
     let proc = e.fp.procfs();
     let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().unwrap();
     e.fp.spawn(SHIM, 99, 0, "/").unwrap(); // the pid now names another process
-    let engine = Engine::new(&e.kernel, &proc, &e.store);
-    let err = wire(&engine, &e.store, &proc, shim, "sb1", "tenant-a/web").unwrap_err();
+    let err = e
+        .store
+        .transaction(|tx| wire(&Engine::new(&e.kernel, &proc, tx), tx, &proc, shim, "sb1", "tenant-a/web"))
+        .unwrap_err();
     assert!(matches!(err, EngineError::TargetGone(SHIM)), "{err:?}");
     assert_eq!(e.kernel.get(SHIM).unwrap(), 0);
     assert!(e.store.member(&member_id("sb1")).unwrap().is_none());
@@ -152,8 +156,8 @@ fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
     assert_ne!(e.shim_cookie(), 0);
     let proc = e.fp.procfs();
     let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().unwrap();
-    let engine = Engine::new(&e.kernel, &proc, &e.store);
-    let c = clear(&engine, &e.store, &proc, shim, "sb1").unwrap();
+    let clear = || e.store.transaction(|tx| clear(&Engine::new(&e.kernel, &proc, tx), tx, &proc, shim, "sb1"));
+    let c = clear().unwrap();
     assert_eq!((c.group.as_str(), c.changed), ("shim:sb1:cleared", true));
     assert_eq!(e.shim_cookie(), 0, "the cleared container's exec'd processes start at 0");
     assert!(e.store.members("tenant-a/web").unwrap().iter().all(|m| m.container_id != member_id("sb1")));
@@ -161,5 +165,5 @@ fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
     e.container("c3", 4444, "tenant-a/web");
     let w = e.wire("tenant-a/web").unwrap();
     assert_eq!((w.group.as_str(), w.changed, e.shim_cookie()), ("shim:sb1:cleared", false, 0));
-    assert!(!clear(&engine, &e.store, &proc, shim, "sb1").unwrap().changed);
+    assert!(!clear().unwrap().changed);
 }

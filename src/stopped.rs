@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::membership::Liveness;
 use crate::procfs::ProcFs;
-use crate::store::{Member, Store, StoreError};
+use crate::store::{Member, Store, StoreError, Txn};
 
 /// The directory of deferred forgets inside the state dir.
 pub const DIR: &str = "stopped";
@@ -53,12 +53,12 @@ pub const HOOK_BACKLOG: usize = 32;
 
 /// Applies every deferred forget in `state_dir` to `store` (inside the caller's transaction, under
 /// the lock). A forget whose row's init cannot be read is kept for the next opener.
-pub fn apply(state_dir: &Path, store: &Store, proc: &ProcFs) -> Result<Applied, StoreError> {
+pub fn apply(state_dir: &Path, store: &Txn<'_>, proc: &ProcFs) -> Result<Applied, StoreError> {
     apply_backlog(state_dir, store, proc, 1)
 }
 
 /// [`apply`], when at least `min` stops are recorded; otherwise nothing.
-pub fn apply_backlog(state_dir: &Path, store: &Store, proc: &ProcFs, min: usize) -> Result<Applied, StoreError> {
+pub fn apply_backlog(state_dir: &Path, store: &Txn<'_>, proc: &ProcFs, min: usize) -> Result<Applied, StoreError> {
     let mut applied = Applied::default();
     let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(state_dir.join(DIR)) {
         Ok(e) => e.flatten().collect(),

@@ -18,7 +18,7 @@ pub use relay::{Adopted, Adoption, Relay, RelayOn};
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
 use crate::membership::{self, Liveness, State};
 use crate::procfs::{ProcFs, TaskId};
-use crate::store::{Labels, Member, Store, StoreError};
+use crate::store::{Labels, Member, StoreError, Txn};
 
 /// How many times a share is retried when its source member dies under it.
 const MAX_SOURCE_ATTEMPTS: usize = 4;
@@ -137,7 +137,7 @@ pub struct EnsureOutcome {
 pub struct Engine<'a, K: CoreSched> {
     kernel: &'a K,
     relay: Relay<'a, K>,
-    store: &'a Store,
+    store: &'a Txn<'a>,
 }
 
 pub(crate) fn kerr(op: impl Into<String>) -> impl FnOnce(KernelError) -> EngineError {
@@ -154,13 +154,13 @@ struct Live {
 impl<'a, K: CoreSched> Engine<'a, K> {
     /// An engine that relays each share through a fresh thread; the caller holds the lock on
     /// `store`.
-    pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Store) -> Self {
+    pub fn new(kernel: &'a K, proc: &'a ProcFs, store: &'a Txn<'a>) -> Self {
         Self::relaying_on(kernel, proc, store, RelayOn::FreshThread)
     }
 
     /// An engine whose shares are relayed on the thread `on` says ([`RelayOn::CallingThread`]
     /// in the hook, which exits after this one operation).
-    pub fn relaying_on(kernel: &'a K, proc: &'a ProcFs, store: &'a Store, on: RelayOn) -> Self {
+    pub fn relaying_on(kernel: &'a K, proc: &'a ProcFs, store: &'a Txn<'a>, on: RelayOn) -> Self {
         Self { kernel, relay: Relay::on(kernel, proc, on), store }
     }
 

@@ -14,7 +14,7 @@ fn container(w: &World, id: &str, group: &str, pid: Pid, cgroup: &str) -> Cookie
         pid,
         labels: Labels { cgroup: Some(cgroup.into()), ..Default::default() },
     };
-    Engine::new(&w.kernel, &w.proc, &w.store).ensure(&req).unwrap().cookie
+    w.store.transaction(|tx| Engine::new(&w.kernel, &w.proc, tx).ensure(&req)).unwrap().cookie
 }
 
 fn exec(tgid: Pid) -> Event {
@@ -143,7 +143,7 @@ fn a_reset_cpu_idle_of_a_sched_idle_member_is_set_to_1_again_once_per_reset() {
             ..Default::default()
         },
     };
-    Engine::new(&w.kernel, &w.proc, &w.store).ensure(&req).unwrap();
+    w.store.transaction(|tx| Engine::new(&w.kernel, &w.proc, tx).ensure(&req)).unwrap();
     let mut f = follower(&w);
     assert_eq!(f.keep_idle(&root), 0, "still 1: nothing written");
     std::fs::write(scope.join("cpu.idle"), "0\n").unwrap();
@@ -185,7 +185,7 @@ fn a_group_that_converged_while_a_process_was_fixed_is_swept_at_the_refresh() {
     w.kernel.create(100, Scope::ThreadGroup).unwrap(); // the converge
     let new = w.kernel.get(100).unwrap();
     let m = w.store.member("a1").unwrap().unwrap();
-    w.store.upsert_member(&crate::store::Member { cookie: new, ..m }).unwrap();
+    w.store.transaction(|tx| tx.upsert_member(&crate::store::Member { cookie: new, ..m })).unwrap();
     let changed = f.refresh(&w.store).unwrap();
     assert_eq!(changed.iter().collect::<Vec<_>>(), ["web"]);
     refresh::apply(&mut f, &w.store, &changed, &w.dir.path().join("cg"));

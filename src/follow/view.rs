@@ -304,7 +304,7 @@ mod tests {
         let store = crate::store::Store::open(&db).unwrap();
         let created = Signature::of(&db);
         assert_ne!(none, created);
-        store.upsert_member(&member("a", "g", 10, Some("/a"))).unwrap();
+        store.transaction(|tx| tx.upsert_member(&member("a", "g", 10, Some("/a")))).unwrap();
         assert_ne!(Signature::of(&db), created);
     }
 }

@@ -21,7 +21,7 @@ impl World {
             pid,
             labels: Labels { cgroup: Some(cgroup.into()), ..Default::default() },
         };
-        Engine::new(&self.kernel, &self.proc, &self.store).ensure(&req).unwrap().cookie
+        self.store.transaction(|tx| Engine::new(&self.kernel, &self.proc, tx).ensure(&req)).unwrap().cookie
     }
 
     fn audit(&self, roots: &[RuntimeRoot]) -> AuditReport {
@@ -85,7 +85,7 @@ fn a_foreign_process_joined_to_a_tenants_cookie_is_found() {
 fn two_groups_sharing_a_cookie_are_found() {
     let (w, web, _) = node();
     w.kernel.force(300, web);
-    w.store.set_cookie("b1", web).unwrap();
+    w.store.transaction(|tx| tx.set_cookie("b1", web)).unwrap();
     let r = w.audit(&[]);
     assert_eq!(found(&r), [(Rule::Shared, 300, 300)], "{}", r.render());
     assert!(r.violations[0].group.as_deref().unwrap().contains("tenant-a/db (cookie of tenant-a/web)"));
@@ -110,10 +110,12 @@ fn the_pods_shims_carry_their_groups_cookie_and_a_cleared_shim_0() {
     let (w, web, _) = node();
     w.fp.spawn(50, 500, 0, "/system.slice/containerd.service").unwrap();
     w.kernel.force(50, web);
-    w.store.upsert_member(&Member { cookie: web, ..Member::new("shim:sb1", "tenant-a/web", 50, 500) }).unwrap();
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: web, ..Member::new("shim:sb1", "tenant-a/web", 50, 500) }))
+        .unwrap();
     assert!(w.audit(&[]).violations.is_empty(), "{}", w.audit(&[]).render());
     w.fp.spawn(60, 600, 0, "/system.slice/containerd.service").unwrap();
-    w.store.upsert_member(&Member::new("shim:sb2", "shim:sb2:cleared", 60, 600)).unwrap();
+    w.store.transaction(|tx| tx.upsert_member(&Member::new("shim:sb2", "shim:sb2:cleared", 60, 600))).unwrap();
     w.kernel.force(60, web);
     let r = w.audit(&[]);
     assert_eq!(found(&r), [(Rule::Cleared, 60, 60)], "{}", r.render());

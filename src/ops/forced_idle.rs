@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::cgroup;
 use crate::membership::{self, Liveness};
 use crate::procfs::ProcFs;
-use crate::store::Store;
+use crate::store::{Store, Txn};
 
 use super::OpsError;
 use super::metrics::{family, sample};
@@ -88,7 +88,7 @@ fn seconds(usec: u64) -> f64 {
 
 /// Reads each live member's cgroup and adds to its group what the cgroup grew since that member's
 /// last reading (the caller holds the lock and wraps this in one transaction), then the totals.
-pub fn update(store: &Store, proc: &ProcFs, cgroup_root: &Path) -> Result<ForceIdle, OpsError> {
+pub fn update(store: &Txn<'_>, proc: &ProcFs, cgroup_root: &Path) -> Result<ForceIdle, OpsError> {
     if cgroup::v2_root(cgroup_root).is_some() {
         let members = store.all_members()?;
         let live: Vec<_> = members

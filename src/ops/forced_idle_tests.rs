@@ -29,7 +29,9 @@ impl World {
     fn join(&self, id: &str, group: &str, pid: crate::procfs::Pid, cgroup: &str) {
         self.fp.spawn(pid, 100, 0, cgroup).unwrap();
         let labels = Labels { cgroup: Some(cgroup.into()), ..Default::default() };
-        self.store.upsert_member(&Member { cookie: 1, labels, ..Member::new(id, group, pid, 100) }).unwrap();
+        self.store
+            .transaction(|tx| tx.upsert_member(&Member { cookie: 1, labels, ..Member::new(id, group, pid, 100) }))
+            .unwrap();
     }
 
     fn update(&self) -> ForceIdle {
@@ -59,14 +61,14 @@ fn a_groups_counter_adds_what_its_cgroups_grew_and_never_goes_down() {
     assert_eq!(of(&w.update(), "tenant-a/web"), 1.75);
     // a1 exits and leaves the cache: what it added stays.
     w.fp.kill(100, 0).unwrap();
-    w.store.remove_member("a1").unwrap();
+    w.store.transaction(|tx| tx.remove_member("a1")).unwrap();
     assert_eq!(of(&w.update(), "tenant-a/web"), 1.75);
     // A new member adds its cgroup's figure; the group emptied keeps its total.
     w.join("a3", "tenant-a/web", 400, "/pod1/a3");
     w.force_idle("/pod1/a3", 250_000);
     assert_eq!(of(&w.update(), "tenant-a/web"), 2.0);
-    w.store.remove_member("a2").unwrap();
-    w.store.remove_member("a3").unwrap();
+    w.store.transaction(|tx| tx.remove_member("a2")).unwrap();
+    w.store.transaction(|tx| tx.remove_member("a3")).unwrap();
     let f = w.update();
     assert_eq!(of(&f, "tenant-a/web"), 2.0);
     assert_eq!(of(&f, "never-seen"), 0.0);

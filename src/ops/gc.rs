@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::membership::{self, Liveness};
 use crate::procfs::Pid;
 use crate::procfs::ProcFs;
-use crate::store::{Store, StoreError};
+use crate::store::{StoreError, Txn};
 
 /// Why a member was removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -91,7 +91,7 @@ impl GcReport {
 }
 
 /// Removes dead and reused members and empty groups. See the module documentation.
-pub fn gc(store: &Store, proc: &ProcFs) -> Result<GcReport, StoreError> {
+pub fn gc(store: &Txn<'_>, proc: &ProcFs) -> Result<GcReport, StoreError> {
     let report = collect(store, proc, None)?;
     for r in &report.removed {
         log::info!("gc: removing {} from group {} (pid {}: {:?})", r.container_id, r.group, r.pid, r.reason);
@@ -101,11 +101,11 @@ pub fn gc(store: &Store, proc: &ProcFs) -> Result<GcReport, StoreError> {
 
 /// [`gc`] of the members `ids` only (those `reconcile --follow` saw without a live init), by the
 /// same rule; the caller logs what was removed.
-pub fn gc_members(store: &Store, proc: &ProcFs, ids: &BTreeSet<String>) -> Result<GcReport, StoreError> {
+pub fn gc_members(store: &Txn<'_>, proc: &ProcFs, ids: &BTreeSet<String>) -> Result<GcReport, StoreError> {
     collect(store, proc, Some(ids))
 }
 
-fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Result<GcReport, StoreError> {
+fn collect(store: &Txn<'_>, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Result<GcReport, StoreError> {
     let mut report = GcReport::default();
     let before: BTreeSet<String> = store.groups()?.into_iter().map(|g| g.key).collect();
     for m in store.all_members()? {
@@ -141,7 +141,7 @@ fn collect(store: &Store, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> Res
 mod tests {
     use super::*;
     use crate::kernel::fake::FakeProc;
-    use crate::store::Member;
+    use crate::store::{Member, Store};
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
         Member { cookie: 0x5eed, ..Member::new(id, group, pid, start_time) }
@@ -168,16 +168,16 @@ mod tests {
         fp.spawn(100, 10, 1, "/a").unwrap();
         fp.spawn(200, 20, 0, "/b").unwrap();
         fp.spawn(300, 99, 0, "/c").unwrap(); // pid 300 reused: the cache says start time 30
-        s.upsert_member(&member("live", "web", 100, 10)).unwrap();
-        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
-        s.upsert_member(&member("alone", "db", 200, 20)).unwrap();
-        s.upsert_member(&member("reused", "batch", 300, 30)).unwrap();
-        s.upsert_member(&member("gone", "batch", 400, 40)).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("live", "web", 100, 10))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("dead", "web", 150, 15))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("alone", "db", 200, 20))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("reused", "batch", 300, 30))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("gone", "batch", 400, 40))).unwrap();
         // A group row with no members at all (a failed first ensure counts one).
-        s.count("orphan", false).unwrap();
-        s.count("web", true).unwrap();
+        s.transaction(|tx| tx.count("orphan", false)).unwrap();
+        s.transaction(|tx| tx.count("web", true)).unwrap();
 
-        let r = gc(&s, &fp.procfs()).unwrap();
+        let r = s.transaction(|tx| gc(tx, &fp.procfs())).unwrap();
         assert_eq!(
             r.removed,
             [
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(json["groups_dropped"][1], "orphan");
 
         // A second run finds nothing.
-        let again = gc(&s, &fp.procfs()).unwrap();
+        let again = s.transaction(|tx| gc(tx, &fp.procfs())).unwrap();
         assert!(again.is_empty(), "{again:?}");
         assert_eq!(again.render(), "nothing to remove\n");
         assert_eq!(ids(&s), ["alone", "live"]);
@@ -220,11 +220,11 @@ mod tests {
     fn only_the_named_members_are_looked_at() {
         let (_d, fp, s) = setup();
         fp.spawn(100, 10, 0, "/a").unwrap();
-        s.upsert_member(&member("live", "web", 100, 10)).unwrap();
-        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
-        s.upsert_member(&member("other-dead", "db", 160, 16)).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("live", "web", 100, 10))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("dead", "web", 150, 15))).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("other-dead", "db", 160, 16))).unwrap();
         let named: BTreeSet<String> = ["live", "dead", "unknown"].into_iter().map(String::from).collect();
-        let r = gc_members(&s, &fp.procfs(), &named).unwrap();
+        let r = s.transaction(|tx| gc_members(tx, &fp.procfs(), &named)).unwrap();
         assert_eq!(
             r.removed,
             [Removed { container_id: "dead".into(), group: "web".into(), pid: 150, reason: GcReason::Dead }]
@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn empty_cache_has_nothing_to_remove() {
         let (_d, fp, s) = setup();
-        let r = gc(&s, &fp.procfs()).unwrap();
+        let r = s.transaction(|tx| gc(tx, &fp.procfs())).unwrap();
         assert_eq!(r, GcReport::default());
         assert_eq!(r.render(), "nothing to remove\n");
     }
@@ -245,10 +245,10 @@ mod tests {
     fn unreadable_proc_entries_are_kept_not_guessed() {
         let (d, fp, s) = setup();
         fp.spawn(500, 50, 0, "/a").unwrap();
-        s.upsert_member(&member("odd", "g", 500, 50)).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("odd", "g", 500, 50))).unwrap();
         // A stat file that cannot be parsed is an I/O error, not a dead process.
         std::fs::write(d.path().join("proc/500/stat"), "500 (x) S 1").unwrap();
-        let r = gc(&s, &fp.procfs()).unwrap();
+        let r = s.transaction(|tx| gc(tx, &fp.procfs())).unwrap();
         assert!(r.removed.is_empty() && r.groups_dropped.is_empty());
         assert_eq!(r.unreadable.len(), 1);
         assert_eq!((r.unreadable[0].container_id.as_str(), r.unreadable[0].pid), ("odd", 500));
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn rolled_back_gc_changes_nothing() {
         let (_d, fp, s) = setup();
-        s.upsert_member(&member("dead", "web", 150, 15)).unwrap();
+        s.transaction(|tx| tx.upsert_member(&member("dead", "web", 150, 15))).unwrap();
         let rolled_back: Result<(), StoreError> = s.transaction(|s| {
             let r = gc(s, &fp.procfs()).unwrap();
             assert_eq!(r.removed.len(), 1);

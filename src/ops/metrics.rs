@@ -241,23 +241,23 @@ pub(crate) mod tests {
         kernel.create(200, Scope::ThreadGroup).unwrap();
         kernel.deny(200); // GET fails: the cached cookie is reported
 
-        store.upsert_member(&member("a1", "tenant-a/web", 100, 10, 0x1)).unwrap();
-        store.upsert_member(&member("a2", "tenant-a/web", 101, 11, web)).unwrap();
+        store.transaction(|tx| tx.upsert_member(&member("a1", "tenant-a/web", 100, 10, 0x1))).unwrap();
+        store.transaction(|tx| tx.upsert_member(&member("a2", "tenant-a/web", 101, 11, web))).unwrap();
         let mut odd = member("b1", "tenant-a/pod:sb\"1", 200, 20, 0xdead_beef_dead_beef);
         odd.labels.pod_name = Some("we\"ird\\na\nme".into());
         odd.labels.pod_uid = None;
         odd.labels.container_name = None;
         odd.labels.namespace = None;
-        store.upsert_member(&odd).unwrap();
-        store.upsert_member(&member("dead", "tenant-a/web", 150, 15, web)).unwrap();
-        store.upsert_member(&member("reused", "tenant-b/gone", 300, 30, 0x77)).unwrap();
-        store.count("tenant-a/web", true).unwrap();
-        store.count("tenant-a/web", true).unwrap();
-        store.count("tenant-a/web", false).unwrap();
-        store.count("tenant-a/pod:sb\"1", true).unwrap();
-        store.count_failure(crate::error::FailureReason::Kernel).unwrap();
-        store.count_failure(crate::error::FailureReason::LockTimeout).unwrap();
-        store.count_failure(crate::error::FailureReason::LockTimeout).unwrap();
+        store.transaction(|tx| tx.upsert_member(&odd)).unwrap();
+        store.transaction(|tx| tx.upsert_member(&member("dead", "tenant-a/web", 150, 15, web))).unwrap();
+        store.transaction(|tx| tx.upsert_member(&member("reused", "tenant-b/gone", 300, 30, 0x77))).unwrap();
+        store.transaction(|tx| tx.count("tenant-a/web", true)).unwrap();
+        store.transaction(|tx| tx.count("tenant-a/web", true)).unwrap();
+        store.transaction(|tx| tx.count("tenant-a/web", false)).unwrap();
+        store.transaction(|tx| tx.count("tenant-a/pod:sb\"1", true)).unwrap();
+        store.transaction(|tx| tx.count_failure(crate::error::FailureReason::Kernel)).unwrap();
+        store.transaction(|tx| tx.count_failure(crate::error::FailureReason::LockTimeout)).unwrap();
+        store.transaction(|tx| tx.count_failure(crate::error::FailureReason::LockTimeout)).unwrap();
         Seeded { _dir: dir, proc, kernel, store, web }
     }
 

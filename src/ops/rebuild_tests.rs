@@ -66,7 +66,9 @@ impl World {
     }
 
     fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
-        rebuild(&self.store, &self.kernel, &self.proc, roots, &Config::default(), Fill::All).unwrap()
+        self.store
+            .transaction(|tx| rebuild(tx, &self.kernel, &self.proc, roots, &Config::default(), Fill::All))
+            .unwrap()
     }
 }
 
@@ -177,7 +179,10 @@ fn annotations_and_cgroup_parent_come_from_the_bundle_when_the_labels_lack_them(
     w.kernel.force(100, 0x77);
     w.runc("runc", "x1", 100, 1000, &BTreeMap::new(), "bundle");
     let cfg = Config::parse("[qos.BE]\ncore_expeller = true\n", Path::new("t.toml")).unwrap();
-    let r = rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg, Fill::All).unwrap();
+    let r = w
+        .store
+        .transaction(|tx| rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg, Fill::All))
+        .unwrap();
     assert_eq!(r.members.len(), 1, "{r:#?}");
     assert_eq!(r.members[0].group, "tenant-a/batch-expeller");
     assert_eq!(r.members[0].cookie, "0x77");
@@ -228,12 +233,19 @@ fn fill_missing_keeps_every_row_and_puts_older_containers_first() {
     w.runc("runc", "r0", 150, 1500, &web, "b");
     w.runc("runc", "n1", 300, 3000, &web, "b");
     // n1 is cached, in a group the runtimes' state would not give it.
-    w.store.upsert_member(&Member { cookie: 0x2e4, ..Member::new("n1", "default/web", 300, 3000) }).unwrap();
-    w.store.upsert_member(&Member { cookie: 0x2e4, ..Member::new("x", "elsewhere", 300, 3000) }).unwrap();
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: 0x2e4, ..Member::new("n1", "default/web", 300, 3000) }))
+        .unwrap();
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: 0x2e4, ..Member::new("x", "elsewhere", 300, 3000) }))
+        .unwrap();
 
-    let r =
-        rebuild(&w.store, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), Fill::Missing)
-            .unwrap();
+    let r = w
+        .store
+        .transaction(|tx| {
+            rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), Fill::Missing)
+        })
+        .unwrap();
     let ids: Vec<&str> = r.members.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["r1", "r0"], "only the missing ones, oldest first");
     let cached: Vec<String> = w.store.members("default/web").unwrap().into_iter().map(|m| m.container_id).collect();

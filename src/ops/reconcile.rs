@@ -31,7 +31,7 @@ use crate::error::Chain;
 use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
 use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::store::{Member, Store};
+use crate::store::{Member, Store, Txn};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -189,7 +189,7 @@ fn owners<'a, 'm>(live: &'a [LiveMember<'m>]) -> impl Iterator<Item = (&'a str, 
 /// Gives every process in each live member's cgroup the cookie of the member's init. See the
 /// module documentation. `Err` only for the cache, or a kernel without core scheduling.
 pub fn reconcile<K: CoreSched>(
-    store: &Store,
+    store: &Txn<'_>,
     kernel: &K,
     proc: &ProcFs,
     cgroup_root: &Path,
@@ -204,7 +204,7 @@ pub fn reconcile<K: CoreSched>(
 /// Converges every group whose live members hold more than one cookie (reports them in a dry
 /// run). A group that cannot be converged is logged and left to its next ensure.
 fn converge_split_groups<K: CoreSched>(
-    store: &Store,
+    store: &Txn<'_>,
     kernel: &K,
     proc: &ProcFs,
     dry_run: bool,

@@ -32,11 +32,11 @@ impl World {
             pid,
             labels: Labels { cgroup: self.proc.cgroup(pid).unwrap(), ..Default::default() },
         };
-        Engine::new(&self.kernel, &self.proc, &self.store).ensure(&req).unwrap().cookie
+        self.store.transaction(|tx| Engine::new(&self.kernel, &self.proc, tx).ensure(&req)).unwrap().cookie
     }
 
     fn reconcile(&self, dry_run: bool) -> ReconcileReport {
-        reconcile(&self.store, &self.kernel, &self.proc, &self.cg_root(), dry_run).unwrap()
+        self.store.transaction(|tx| reconcile(tx, &self.kernel, &self.proc, &self.cg_root(), dry_run)).unwrap()
     }
 
     fn cookie(&self, pid: Pid) -> Cookie {
@@ -186,10 +186,12 @@ fn a_group_holding_two_cookies_converges_to_its_oldest_members() {
     w.kernel.force(200, 0x5e_c0de);
     let t = w.proc.task(200).unwrap().unwrap();
     w.store
-        .upsert_member(&crate::store::Member {
-            cookie: 0x5e_c0de,
-            labels: Labels { cgroup: Some("/pod2/a2".into()), ..Default::default() },
-            ..crate::store::Member::new("a2", "web", 200, t.start_time)
+        .transaction(|tx| {
+            tx.upsert_member(&crate::store::Member {
+                cookie: 0x5e_c0de,
+                labels: Labels { cgroup: Some("/pod2/a2".into()), ..Default::default() },
+                ..crate::store::Member::new("a2", "web", 200, t.start_time)
+            })
         })
         .unwrap();
     w.spawn(300, "/pod2/a2"); // exec'd into a2 under its old cookie

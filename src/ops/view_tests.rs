@@ -33,9 +33,9 @@ fn seeded() -> Seeded {
     let web = kernel.get(100).unwrap();
     kernel.force(200, web);
     let store = Store::open(&dir.path().join("cache.db")).unwrap();
-    store.upsert_member(&member("a1", "tenant-a/web", 100, 10, web)).unwrap();
-    store.upsert_member(&member("a2", "tenant-a/web", 200, 20, web)).unwrap();
-    store.upsert_member(&member("b1", "tenant-a/db", 300, 30, 0x77)).unwrap();
+    store.transaction(|tx| tx.upsert_member(&member("a1", "tenant-a/web", 100, 10, web))).unwrap();
+    store.transaction(|tx| tx.upsert_member(&member("a2", "tenant-a/web", 200, 20, web))).unwrap();
+    store.transaction(|tx| tx.upsert_member(&member("b1", "tenant-a/db", 300, 30, 0x77))).unwrap();
     Seeded { _dir: dir, fp, kernel, store }
 }
 
@@ -79,8 +79,8 @@ fn inspect_warns_about_a_reused_pid_and_knows_strangers() {
 #[test]
 fn list_shows_liveness_cookies_and_counters() {
     let s = seeded();
-    s.store.count("tenant-a/web", true).unwrap();
-    s.store.count("tenant-a/web", false).unwrap();
+    s.store.transaction(|tx| tx.count("tenant-a/web", true)).unwrap();
+    s.store.transaction(|tx| tx.count("tenant-a/web", false)).unwrap();
     let web = format!("{:#x}", s.kernel.get(100).unwrap());
     let groups = super::list::list(&s.store, &s.kernel, &s.fp.procfs(), &Default::default()).unwrap();
     let keys: Vec<&str> = groups.iter().map(|g| g.group.as_str()).collect();

@@ -100,7 +100,7 @@ fn reused_pid_is_not_trusted(w: &mut World) {
     let store = w.store();
     let mut m = store.member("c1").unwrap().unwrap();
     m.start_time += 1;
-    store.upsert_member(&m).unwrap();
+    store.transaction(|tx| tx.upsert_member(&m)).unwrap();
     drop(store);
     let p2 = w.spawn("c2");
     let out = ensured(w.create_runtime("c2", p2, &[(GROUP, "web")]));

@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Member, Store, StoreError};
+use super::{Member, Store, StoreError, Txn};
 
 impl Store {
     /// The reading last recorded for member `m`'s cgroup (for this very init), µs.
@@ -20,6 +20,18 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Every group's forced idle total, µs, by group.
+    pub fn group_force_idle(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT group_key, usec FROM group_force_idle ORDER BY group_key")
+            .map_err(|e| self.err(e))?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+impl Txn<'_> {
     /// Records that member `m`'s cgroup `cgroup` reads `usec`, and adds `grown` to its group's
     /// total.
     pub fn add_force_idle(&self, m: &Member, cgroup: &str, usec: u64, grown: u64) -> Result<(), StoreError> {
@@ -41,16 +53,6 @@ impl Store {
                 .map_err(|e| self.err(e))?;
         }
         Ok(())
-    }
-
-    /// Every group's forced idle total, µs, by group.
-    pub fn group_force_idle(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT group_key, usec FROM group_force_idle ORDER BY group_key")
-            .map_err(|e| self.err(e))?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
     /// Drops the readings of member identities the cache no longer has. Returns how many.

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Labels, Member, Store, StoreError, now};
+use super::{Labels, Member, Store, StoreError, Txn, now};
 use crate::kernel::Cookie;
 
 impl Store {
@@ -58,7 +58,9 @@ impl Store {
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         st.query_row([container_id], Self::row_to_member).optional().map_err(|e| self.err(e))
     }
+}
 
+impl Txn<'_> {
     /// Inserts or updates a member (creating its group row); a new member gets the next `seq`.
     /// Returns the stored row.
     ///

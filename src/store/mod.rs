@@ -178,6 +178,21 @@ pub struct Store {
     found: Found,
 }
 
+/// A write transaction open on a [`Store`] ([`Store::transaction`]): the only thing that writes
+/// rows. It reads as the store does.
+#[derive(Debug)]
+pub struct Txn<'s> {
+    store: &'s Store,
+}
+
+impl std::ops::Deref for Txn<'_> {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        self.store
+    }
+}
+
 /// How [`Store::open`] found the file: anything but [`Found::Current`] means the cache may lack
 /// containers that run (a new file, one an older build wrote, one that replaced a damaged file,
 /// or one whose refill no opener could finish yet), which the caller refills from the runtimes'
@@ -348,11 +363,6 @@ impl Store {
         &self.found
     }
 
-    /// Settles the refill the file was owed (call once a refill read every running container).
-    pub fn refilled(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch(format::REFILLED).map_err(|e| self.err(e))
-    }
-
     fn err(&self, source: rusqlite::Error) -> StoreError {
         StoreError::Sqlite { path: self.path.clone(), source: source.into() }
     }
@@ -363,12 +373,12 @@ impl Store {
     }
 
     /// Runs `f` in one write transaction (`BEGIN IMMEDIATE`): every change `f` makes lands when
-    /// it returns `Ok`, none when it returns `Err` (or panics). The only way this crate writes more
-    /// than one row together.
-    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Store) -> Result<T, E>) -> Result<T, E> {
+    /// it returns `Ok`, none when it returns `Err` (or panics). The only way this crate writes
+    /// rows: `f` is handed the [`Txn`].
+    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Txn<'_>) -> Result<T, E>) -> Result<T, E> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))?;
         let open = Open(self);
-        let value = f(self)?;
+        let value = f(&Txn { store: self })?;
         std::mem::forget(open);
         if let Err(e) = self.conn.execute_batch("COMMIT") {
             self.rollback();
@@ -380,6 +390,45 @@ impl Store {
     /// Abandons the open transaction, if any.
     fn rollback(&self) {
         let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    /// All groups with their counters.
+    pub fn groups(&self) -> Result<Vec<GroupRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT key, created_at, ok, failed FROM groups ORDER BY key")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(GroupRow {
+                    key: r.get(0)?,
+                    created_at: r.get(1)?,
+                    ok: r.get::<_, i64>(2)? as u64,
+                    failed: r.get::<_, i64>(3)? as u64,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Hook failures by reason.
+    pub fn failures(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st =
+            self.conn.prepare_cached("SELECT reason, count FROM failures ORDER BY reason").map_err(|e| self.err(e))?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// `PRAGMA integrity_check` result (`"ok"` when healthy).
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| self.err(e))
+    }
+}
+
+impl Txn<'_> {
+    /// Settles the refill the file was owed (call once a refill read every running container).
+    pub fn refilled(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch(format::REFILLED).map_err(|e| self.err(e))
     }
 
     /// Deletes a group row (and its counters) when it has no members. Returns whether it did.
@@ -428,38 +477,6 @@ impl Store {
             .and_then(|mut s| s.execute([reason.as_str()]))
             .map(drop)
             .map_err(|e| self.err(e))
-    }
-
-    /// All groups with their counters.
-    pub fn groups(&self) -> Result<Vec<GroupRow>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT key, created_at, ok, failed FROM groups ORDER BY key")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok(GroupRow {
-                    key: r.get(0)?,
-                    created_at: r.get(1)?,
-                    ok: r.get::<_, i64>(2)? as u64,
-                    failed: r.get::<_, i64>(3)? as u64,
-                })
-            })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// Hook failures by reason.
-    pub fn failures(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut st =
-            self.conn.prepare_cached("SELECT reason, count FROM failures ORDER BY reason").map_err(|e| self.err(e))?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))).map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// `PRAGMA integrity_check` result (`"ok"` when healthy).
-    pub fn integrity_check(&self) -> Result<String, StoreError> {
-        self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| self.err(e))
     }
 }
 

@@ -142,10 +142,10 @@ fn an_empty_file_is_a_fresh_store_not_a_corrupt_one() {
 fn upsert_and_members_in_join_order() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    let a1 = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    let b1 = s.upsert_member(&member("b1", "db", 201, 21)).unwrap();
-    let a2 = s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
-    let a3 = s.upsert_member(&member("a3", "web", 103, 13)).unwrap();
+    let a1 = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
+    let b1 = s.transaction(|tx| tx.upsert_member(&member("b1", "db", 201, 21))).unwrap();
+    let a2 = s.transaction(|tx| tx.upsert_member(&member("a2", "web", 102, 12))).unwrap();
+    let a3 = s.transaction(|tx| tx.upsert_member(&member("a3", "web", 103, 13))).unwrap();
     assert!(a1.seq < b1.seq && b1.seq < a2.seq && a2.seq < a3.seq, "{a1:?} {b1:?} {a2:?} {a3:?}");
     assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2", "a3"]);
     assert_eq!(ids(&s.members("db").unwrap()), ["b1"]);
@@ -194,13 +194,13 @@ fn full_range_values_round_trip() {
     m.labels.pod_name = None;
     m.labels.pod_uid = None;
     m.labels.container_name = Some("we\"ird\\ ünï\ncode".into());
-    let got = s.upsert_member(&m).unwrap();
+    let got = s.transaction(|tx| tx.upsert_member(&m)).unwrap();
     assert_eq!((got.pid, got.start_time, got.cookie), (i32::MAX, u64::MAX, 0xdead_beef_dead_beef));
     assert_eq!((got.labels.cgroup, got.labels.namespace), (None, None));
     assert_eq!((got.labels.pod_name, got.labels.pod_uid), (None, None));
     assert_eq!(got.labels.container_name.as_deref(), Some("we\"ird\\ ünï\ncode"));
     assert_eq!(s.members("ns-with-ünïcode/größe").unwrap().len(), 1);
-    s.set_cookie("c1", u64::MAX).unwrap();
+    s.transaction(|tx| tx.set_cookie("c1", u64::MAX)).unwrap();
     assert_eq!(s.member("c1").unwrap().unwrap().cookie, u64::MAX);
 }
 
@@ -208,14 +208,14 @@ fn full_range_values_round_trip() {
 fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    let a1 = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    let a2 = s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    let a1 = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
+    let a2 = s.transaction(|tx| tx.upsert_member(&member("a2", "web", 102, 12))).unwrap();
 
     // Same container, group, pid and start time: the same join (cookie and paths may change).
     let mut again = member("a1", "web", 101, 11);
     again.cookie = 0x77;
     again.labels.cgroup = Some("/moved".into());
-    let r = s.upsert_member(&again).unwrap();
+    let r = s.transaction(|tx| tx.upsert_member(&again)).unwrap();
     assert_eq!(
         (r.seq, r.created_at, r.cookie, r.labels.cgroup.as_deref()),
         (a1.seq, a1.created_at, 0x77, Some("/moved"))
@@ -223,30 +223,30 @@ fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
     assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2"]);
 
     // A group change is a new join: a seq after everyone's, and it leaves the old group's list.
-    let moved = s.upsert_member(&member("a1", "db", 101, 11)).unwrap();
+    let moved = s.transaction(|tx| tx.upsert_member(&member("a1", "db", 101, 11))).unwrap();
     assert!(moved.seq > a2.seq, "{moved:?} {a2:?}");
     assert_eq!(moved.group, "db");
     assert_eq!(ids(&s.members("web").unwrap()), ["a2"]);
     assert_eq!(ids(&s.members("db").unwrap()), ["a1"]);
 
     // Back to web: now the youngest member there.
-    let back = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    let back = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
     assert!(back.seq > moved.seq);
     assert_eq!(ids(&s.members("web").unwrap()), ["a2", "a1"]);
 
     // A new pid (a restarted container under the same id) is a new join.
-    let repid = s.upsert_member(&member("a2", "web", 202, 12)).unwrap();
+    let repid = s.transaction(|tx| tx.upsert_member(&member("a2", "web", 202, 12))).unwrap();
     assert!(repid.seq > back.seq);
     assert_eq!(ids(&s.members("web").unwrap()), ["a1", "a2"]);
 
     // So is a new start time with the same pid (pid reuse).
-    let restart = s.upsert_member(&member("a1", "web", 101, 99)).unwrap();
+    let restart = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 99))).unwrap();
     assert!(restart.seq > repid.seq);
     assert_eq!(ids(&s.members("web").unwrap()), ["a2", "a1"]);
     assert_eq!(s.all_members().unwrap().len(), 2);
 
     // A re-upsert of the youngest keeps its seq (no drift upward on repeats).
-    let same = s.upsert_member(&member("a1", "web", 101, 99)).unwrap();
+    let same = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 99))).unwrap();
     assert_eq!(same.seq, restart.seq);
 }
 
@@ -254,37 +254,37 @@ fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
 fn remove_member_drops_only_an_empty_group() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
-    s.upsert_member(&member("b1", "db", 201, 21)).unwrap();
-    s.count("web", true).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a2", "web", 102, 12))).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("b1", "db", 201, 21))).unwrap();
+    s.transaction(|tx| tx.count("web", true)).unwrap();
 
-    let removed = s.remove_member("a1").unwrap().unwrap();
+    let removed = s.transaction(|tx| tx.remove_member("a1")).unwrap().unwrap();
     assert_eq!((removed.container_id.as_str(), removed.group.as_str(), removed.pid), ("a1", "web", 101));
     assert_eq!(s.member("a1").unwrap(), None);
     assert_eq!(ids(&s.members("web").unwrap()), ["a2"]);
     // web still has a2: its row and counters stay.
     let keys = |s: &Store| s.groups().unwrap().into_iter().map(|g| (g.key, g.ok)).collect::<Vec<_>>();
     assert_eq!(keys(&s), [("db".to_string(), 0), ("web".to_string(), 1)]);
-    assert!(!s.drop_group_if_empty("web").unwrap());
+    assert!(!s.transaction(|tx| tx.drop_group_if_empty("web")).unwrap());
 
     // Removing the last member drops the group.
-    assert!(s.remove_member("a2").unwrap().is_some());
+    assert!(s.transaction(|tx| tx.remove_member("a2")).unwrap().is_some());
     assert_eq!(keys(&s), [("db".to_string(), 0)]);
     // Unknown ids are a no-op.
-    assert_eq!(s.remove_member("a2").unwrap(), None);
-    assert_eq!(s.remove_member("nope").unwrap(), None);
+    assert_eq!(s.transaction(|tx| tx.remove_member("a2")).unwrap(), None);
+    assert_eq!(s.transaction(|tx| tx.remove_member("nope")).unwrap(), None);
     assert_eq!(keys(&s), [("db".to_string(), 0)]);
-    assert!(!s.drop_group_if_empty("never-existed").unwrap());
+    assert!(!s.transaction(|tx| tx.drop_group_if_empty("never-existed")).unwrap());
 
     // A group row left empty by other means is dropped on demand.
-    s.count("orphan", false).unwrap();
-    assert!(s.drop_group_if_empty("orphan").unwrap());
-    assert!(!s.drop_group_if_empty("orphan").unwrap());
+    s.transaction(|tx| tx.count("orphan", false)).unwrap();
+    assert!(s.transaction(|tx| tx.drop_group_if_empty("orphan")).unwrap());
+    assert!(!s.transaction(|tx| tx.drop_group_if_empty("orphan")).unwrap());
     assert_eq!(ids(&s.all_members().unwrap()), ["b1"]);
 
     // A new member after removals still sorts after the survivors.
-    let c = s.upsert_member(&member("b2", "db", 202, 22)).unwrap();
+    let c = s.transaction(|tx| tx.upsert_member(&member("b2", "db", 202, 22))).unwrap();
     assert!(c.seq > s.member("b1").unwrap().unwrap().seq);
     assert_eq!(ids(&s.members("db").unwrap()), ["b1", "b2"]);
 }
@@ -293,26 +293,26 @@ fn remove_member_drops_only_an_empty_group() {
 fn counters() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    s.count("web", true).unwrap();
-    s.count("web", true).unwrap();
-    s.count("web", false).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
+    s.transaction(|tx| tx.count("web", true)).unwrap();
+    s.transaction(|tx| tx.count("web", true)).unwrap();
+    s.transaction(|tx| tx.count("web", false)).unwrap();
     // Counting a group with no row yet creates it.
-    s.count("db", false).unwrap();
-    s.count("db", false).unwrap();
+    s.transaction(|tx| tx.count("db", false)).unwrap();
+    s.transaction(|tx| tx.count("db", false)).unwrap();
     let g: Vec<(String, u64, u64)> = s.groups().unwrap().into_iter().map(|g| (g.key, g.ok, g.failed)).collect();
     assert_eq!(g, [("db".to_string(), 0, 2), ("web".to_string(), 2, 1)]);
     assert!(s.groups().unwrap().iter().all(|g| g.created_at > 1_600_000_000));
 
     // An upsert does not reset a group's counters.
-    s.upsert_member(&member("a2", "web", 102, 12)).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a2", "web", 102, 12))).unwrap();
     let web = s.groups().unwrap().into_iter().find(|g| g.key == "web").unwrap();
     assert_eq!((web.ok, web.failed), (2, 1));
 
-    s.count_failure(FailureReason::LockTimeout).unwrap();
-    s.count_failure(FailureReason::Kernel).unwrap();
-    s.count_failure(FailureReason::LockTimeout).unwrap();
-    s.count_failure(FailureReason::LockTimeout).unwrap();
+    s.transaction(|tx| tx.count_failure(FailureReason::LockTimeout)).unwrap();
+    s.transaction(|tx| tx.count_failure(FailureReason::Kernel)).unwrap();
+    s.transaction(|tx| tx.count_failure(FailureReason::LockTimeout)).unwrap();
+    s.transaction(|tx| tx.count_failure(FailureReason::LockTimeout)).unwrap();
     assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 1), ("lock_timeout".to_string(), 3)]);
 }
 
@@ -342,13 +342,13 @@ fn transactions_commit_and_roll_back() {
 
 /// A store with some of everything in it.
 fn populate(s: &Store) {
-    s.upsert_member(&member("a1", "tenant-a/web", 101, 11)).unwrap();
-    s.upsert_member(&member("a2", "tenant-a/web", 102, 12)).unwrap();
-    s.upsert_member(&member("b1", "tenant-b/pod:sb1", 201, 21)).unwrap();
-    s.set_cookie("a2", 0x4242).unwrap();
-    s.count("tenant-a/web", true).unwrap();
-    s.count("tenant-b/pod:sb1", false).unwrap();
-    s.count_failure(FailureReason::Kernel).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a1", "tenant-a/web", 101, 11))).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a2", "tenant-a/web", 102, 12))).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("b1", "tenant-b/pod:sb1", 201, 21))).unwrap();
+    s.transaction(|tx| tx.set_cookie("a2", 0x4242)).unwrap();
+    s.transaction(|tx| tx.count("tenant-a/web", true)).unwrap();
+    s.transaction(|tx| tx.count("tenant-b/pod:sb1", false)).unwrap();
+    s.transaction(|tx| tx.count_failure(FailureReason::Kernel)).unwrap();
 }
 
 #[test]
@@ -368,13 +368,13 @@ fn reopen_keeps_data() {
     assert_eq!(s.failures().unwrap(), failures);
     assert_eq!(s.member("a2").unwrap().unwrap().cookie, 0x4242);
     // Join order continues after a reopen.
-    let a3 = s.upsert_member(&member("a3", "tenant-a/web", 103, 13)).unwrap();
+    let a3 = s.transaction(|tx| tx.upsert_member(&member("a3", "tenant-a/web", 103, 13))).unwrap();
     assert!(members.iter().all(|m| m.seq < a3.seq));
     drop(s);
 
     // Two connections in turn (as two hooks under the lock) see each other's writes.
     let s1 = Store::open(&path).unwrap();
-    s1.count_failure(FailureReason::LockTimeout).unwrap();
+    s1.transaction(|tx| tx.count_failure(FailureReason::LockTimeout)).unwrap();
     drop(s1);
     let s2 = Store::open(&path).unwrap();
     assert_eq!(s2.failures().unwrap().len(), 2);
@@ -408,11 +408,11 @@ fn a_second_connection_waits_for_the_first_to_close() {
 fn reupsert_updates_pod_labels() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    let first = s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    let first = s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
     let mut m = member("a1", "web", 101, 11);
     m.labels.pod_name = Some("renamed".into());
     m.labels.pod_uid = None;
-    let again = s.upsert_member(&m).unwrap();
+    let again = s.transaction(|tx| tx.upsert_member(&m)).unwrap();
     assert_eq!(again.seq, first.seq);
     assert_eq!(again.labels.pod_name.as_deref(), Some("renamed"));
     assert_eq!(again.labels.pod_uid, None);
@@ -423,13 +423,13 @@ fn reupsert_updates_pod_labels() {
 fn drop_empty_groups_keeps_groups_with_members() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
-    s.count("web", true).unwrap();
-    s.count("zz-orphan", false).unwrap();
-    s.count("aa-orphan", true).unwrap();
-    assert_eq!(s.drop_empty_groups().unwrap(), ["aa-orphan", "zz-orphan"]);
+    s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
+    s.transaction(|tx| tx.count("web", true)).unwrap();
+    s.transaction(|tx| tx.count("zz-orphan", false)).unwrap();
+    s.transaction(|tx| tx.count("aa-orphan", true)).unwrap();
+    assert_eq!(s.transaction(|tx| tx.drop_empty_groups()).unwrap(), ["aa-orphan", "zz-orphan"]);
     assert_eq!(s.groups().unwrap().iter().map(|g| (g.key.as_str(), g.ok)).collect::<Vec<_>>(), [("web", 1)]);
-    assert!(s.drop_empty_groups().unwrap().is_empty());
+    assert!(s.transaction(|tx| tx.drop_empty_groups()).unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,7 +516,7 @@ fn v1_cache_is_migrated_in_place() {
     assert_eq!(s.failures().unwrap(), [("kernel".to_string(), 2)]);
 
     // The new columns work, and join order continues after the v1 rows.
-    let a3 = s.upsert_member(&member("a3", "tenant-a/web", 103, 13)).unwrap();
+    let a3 = s.transaction(|tx| tx.upsert_member(&member("a3", "tenant-a/web", 103, 13))).unwrap();
     assert_eq!(a3.seq, 4);
     assert_eq!(a3.labels.pod_name.as_deref(), Some("pod-a3"));
     drop(s);
@@ -532,7 +532,7 @@ fn v1_cache_is_migrated_in_place() {
         labels: Labels { idle_cgroup: Some("/kubepods/besteffort/p/c.scope".into()), ..Labels::default() },
         ..Member::new("a4", "tenant-a/web", 104, 14)
     };
-    s.upsert_member(&idle).unwrap();
+    s.transaction(|tx| tx.upsert_member(&idle)).unwrap();
     assert_eq!(s.member("a4").unwrap().unwrap().labels.idle_cgroup.as_deref(), Some("/kubepods/besteffort/p/c.scope"));
 }
 
@@ -962,12 +962,12 @@ fn a_cache_this_binary_writes_is_one_0_1_0_uses_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     let s = Store::open(&path).unwrap();
-    s.upsert_member(&member("a1", "tenant-a/web", 101, 11)).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a1", "tenant-a/web", 101, 11))).unwrap();
     let idle = Member {
         labels: Labels { idle_cgroup: Some("/kubepods/besteffort/p/a2.scope".into()), ..Labels::default() },
         ..member("a2", "tenant-a/web", 102, 12)
     };
-    s.upsert_member(&idle).unwrap();
+    s.transaction(|tx| tx.upsert_member(&idle)).unwrap();
     drop(s);
 
     // 0.1.0 opens it, reads the members with its own columns and writes with its own upsert.
@@ -1006,7 +1006,7 @@ fn a_cache_this_binary_writes_is_one_0_1_0_uses_as_it_is() {
     let all = s.all_members().unwrap();
     assert_eq!(ids(&all), ["a2", "a3"]);
     assert_eq!((all[0].pid, all[0].labels.idle_cgroup.as_deref()), (202, None));
-    assert_eq!(s.drop_stale_idle().unwrap(), 1, "a2's old cgroup row");
+    assert_eq!(s.transaction(|tx| tx.drop_stale_idle()).unwrap(), 1, "a2's old cgroup row");
     assert_healthy(&s);
 }
 
@@ -1054,7 +1054,7 @@ fn a_refill_is_owed_until_one_settles_it() {
     let path = db_in(&dir);
     assert_eq!(*Store::open(&path).unwrap().found(), Found::Created);
     assert_eq!(*Store::open(&path).unwrap().found(), Found::Owed);
-    Store::open(&path).unwrap().refilled().unwrap();
+    Store::open(&path).unwrap().transaction(|tx| tx.refilled()).unwrap();
     assert_eq!(*Store::open(&path).unwrap().found(), Found::Current);
     let s = Store::quarantine(&path, "manual").unwrap();
     assert!(matches!(s.found(), Found::Replaced { .. }));
@@ -1091,9 +1091,9 @@ fn a_newer_revision_of_the_format_is_used_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
     let s = Store::open(&path).unwrap();
-    s.upsert_member(&member("a1", "web", 101, 11)).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("a1", "web", 101, 11))).unwrap();
     s.conn.execute_batch("UPDATE meta SET value = 9 WHERE key = 'revision'; CREATE TABLE added_by_rev9 (x);").unwrap();
-    s.refilled().unwrap();
+    s.transaction(|tx| tx.refilled()).unwrap();
     drop(s);
     let s = Store::open(&path).unwrap();
     assert_eq!(*s.found(), Found::Current);
@@ -1108,12 +1108,12 @@ fn a_newer_revision_of_the_format_is_used_as_it_is() {
 fn insert_oldest_goes_before_every_member() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
-    s.upsert_member(&member("new1", "web", 301, 31)).unwrap();
-    s.upsert_member(&member("new2", "web", 302, 32)).unwrap();
-    s.insert_oldest(&member("old2", "web", 102, 12)).unwrap();
-    s.insert_oldest(&member("old1", "web", 101, 11)).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("new1", "web", 301, 31))).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("new2", "web", 302, 32))).unwrap();
+    s.transaction(|tx| tx.insert_oldest(&member("old2", "web", 102, 12))).unwrap();
+    s.transaction(|tx| tx.insert_oldest(&member("old1", "web", 101, 11))).unwrap();
     assert_eq!(ids(&s.members("web").unwrap()), ["old1", "old2", "new1", "new2"]);
     // The next member still joins last.
-    s.upsert_member(&member("new3", "web", 303, 33)).unwrap();
+    s.transaction(|tx| tx.upsert_member(&member("new3", "web", 303, 33))).unwrap();
     assert_eq!(ids(&s.members("web").unwrap()).last(), Some(&"new3"));
 }
