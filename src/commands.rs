@@ -10,7 +10,7 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::ops;
 use crate::runtimes::RuntimeRoot;
-use crate::session::{Refill, Session};
+use crate::session::{Damage, Refill, Session};
 use crate::state_dir::StateDir;
 use crate::store::{Store, Txn};
 use crate::system::System;
@@ -36,11 +36,15 @@ fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>
 
 /// The groups' forced idle, updated from the members' cgroups first ([`ops::forced_idle::update`]);
 /// without a cache, only the node's. An update that fails is logged and the cache's totals shown.
-fn force_idle(sys: &System, session: Option<&Session>) -> anyhow::Result<ops::forced_idle::ForceIdle> {
+fn force_idle(
+    sys: &System,
+    config: &Config,
+    session: Option<&mut Session>,
+) -> anyhow::Result<ops::forced_idle::ForceIdle> {
     let Some(session) = session else {
         return Ok(ops::forced_idle::totals(&Store::in_memory()?, &sys.proc, &sys.cgroup_root)?);
     };
-    match session.write(&sys.proc, 1, |s| ops::forced_idle::update(s, &sys.proc, &sys.cgroup_root)) {
+    match session.write(&Refill::of(sys, config), 1, |s| ops::forced_idle::update(s, &sys.proc, &sys.cgroup_root)) {
         Ok(f) => Ok(f),
         Err(e) => {
             log::warn!("failed to read the forced idle of the members' cgroups: {}", crate::error::Chain(&e));
@@ -51,8 +55,8 @@ fn force_idle(sys: &System, session: Option<&Session>) -> anyhow::Result<ops::fo
 
 /// `inspect PID`.
 pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
-    let opened = read_session(sys, config)?;
-    let idle = force_idle(sys, opened.as_ref())?;
+    let mut opened = read_session(sys, config)?;
+    let idle = force_idle(sys, config, opened.as_mut())?;
     let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(Session::store), &idle)?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
@@ -71,8 +75,8 @@ pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<usi
 
 /// `list` / `status`.
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    let session = read_session(sys, config)?;
-    let idle = force_idle(sys, session.as_ref())?;
+    let mut session = read_session(sys, config)?;
+    let idle = force_idle(sys, config, session.as_mut())?;
     let groups = match &session {
         Some(session) => ops::list::list(session.store(), &sys.kernel, &sys.proc, &idle)?,
         None => Vec::new(),
@@ -82,10 +86,22 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
 }
 
 /// Runs `f` on the cache under the lock in one transaction (creating the cache if needed), with
-/// the deferred forgets applied first in the same transaction ([`Session::write`]).
-fn write_txn<T>(sys: &System, config: &Config, f: impl FnOnce(&Txn<'_>) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
-    session.write(&sys.proc, 1, f)
+/// the deferred forgets applied first in the same transaction ([`Session::write`], which also
+/// moves a damaged file aside and runs `f` once more).
+fn write_txn<T>(sys: &System, config: &Config, f: impl Fn(&Txn<'_>) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let refill = Refill::of(sys, config);
+    Session::open(&sys.state_dir, config.lock_timeout(), &refill)?.write(&refill, 1, f)
+}
+
+/// An operator command's error is the cache's damage when any cause in its chain is.
+impl Damage for anyhow::Error {
+    fn is_damage(&self) -> bool {
+        self.chain().any(|c| {
+            c.downcast_ref::<crate::store::StoreError>().is_some_and(Damage::is_damage)
+                || c.downcast_ref::<crate::engine::EngineError>().is_some_and(Damage::is_damage)
+                || c.downcast_ref::<ops::OpsError>().is_some_and(Damage::is_damage)
+        })
+    }
 }
 
 /// `gc`.
@@ -105,10 +121,10 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
 /// forced idle is brought up to date first unless the caller just did (`idle_updated`: the
 /// follower updates it in its loop before it asks for the page).
 fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Result<String> {
-    let session = read_session(sys, config)?;
+    let mut session = read_session(sys, config)?;
     let idle = match (&session, idle_updated) {
         (Some(session), true) => ops::forced_idle::totals(session.store(), &sys.proc, &sys.cgroup_root)?,
-        _ => force_idle(sys, session.as_ref())?,
+        _ => force_idle(sys, config, session.as_mut())?,
     };
     let mut text = match &session {
         Some(session) => ops::metrics::render(session.store(), &sys.kernel, &sys.proc)?,
@@ -242,14 +258,14 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    let mut session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
     if let Some(why) = session.stand_in() {
         anyhow::bail!(
             "failed to rebuild the cache {}: {why}; it was left in place (run the newer binary's rebuild)",
             session.dir().db_path().display()
         );
     }
-    let report = session.write(&sys.proc, 1, |store| {
+    let report = session.write(&Refill::of(sys, config), 1, |store| {
         crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config, crate::rebuild::Fill::All)
     })?;
     print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });

@@ -10,7 +10,7 @@ use crate::kernel::{Cookie, CoreSched, KernelError};
 use crate::oci_state::State;
 use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
 use crate::procfs::{Pid, TaskId};
-use crate::session::{Refill, Session, SessionError};
+use crate::session::{Damage, Refill, Session, SessionError};
 use crate::shim;
 use crate::state_dir::{DirError, StateDir};
 use crate::store::{Member, StoreError, Txn};
@@ -107,11 +107,13 @@ impl HookError {
             HookError::Shim { .. } => FailureReason::Shim,
         }
     }
+}
 
-    fn is_corruption(&self) -> bool {
+impl Damage for HookError {
+    fn is_damage(&self) -> bool {
         match self {
-            HookError::Store(e) => e.is_corruption(),
-            HookError::Engine { source: EngineError::Store(e), .. } => e.is_corruption(),
+            HookError::Store(e) => e.is_damage(),
+            HookError::Engine { source, .. } => source.is_damage(),
             _ => false,
         }
     }
@@ -386,9 +388,9 @@ fn engine_err(id: &str, source: EngineError) -> HookError {
 
 /// Opens the cache session ([`Session`]: the lock, the file or a stand-in, refilled when it may
 /// lack running containers) and runs `f` (over an engine and the cache) in one transaction,
-/// committed when `f` returns `Ok`; `after_commit` runs then, still under the lock, unless the
-/// session works on a stand-in. A file that shows damage during `f` is moved aside and `f` runs
-/// once more on a fresh, refilled one. Failures `f` returns are counted (best effort).
+/// committed when `f` returns `Ok` ([`Session::write`]: a file that shows damage is moved aside
+/// and `f` runs once more on a fresh one); `after_commit` runs then, still under the lock, unless
+/// the session works on a stand-in. A failure `f` returns is counted (best effort).
 fn with_store<K: CoreSched, T>(
     dir: &StateDir,
     config: &Config,
@@ -400,37 +402,21 @@ fn with_store<K: CoreSched, T>(
 ) -> Result<T, HookError> {
     let refill = Refill::of(sys, config);
     let mut session = Session::open_in(dir.clone(), config.lock_timeout(), &refill)?;
-    let mut after_commit = Some(after_commit);
-    for attempt in 0..2 {
-        let result = session.write(&sys.proc, crate::stopped::HOOK_BACKLOG, |s| {
-            f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s)
-        });
-        match result {
-            Ok(v) => {
-                if session.stand_in().is_none()
-                    && let Some(after) = after_commit.take()
-                {
-                    after(&v);
-                }
-                crate::timing::mark("receipt");
-                return Ok(v);
+    let written = session
+        .write(&refill, crate::stopped::HOOK_BACKLOG, |s| f(&Engine::relaying_on(&sys.kernel, &sys.proc, s, on), s));
+    match written {
+        Ok(v) => {
+            if session.stand_in().is_none() {
+                after_commit(&v);
             }
-            Err(e) => {
-                if attempt == 0 && e.is_corruption() {
-                    session.replace_damaged(&refill)?;
-                    continue;
-                }
-                let counted = session.store().transaction(|s| {
-                    group.map_or(Ok(()), |g| s.count(g, false)).and_then(|()| s.count_failure(e.reason()))
-                });
-                if let Err(c) = counted {
-                    log::debug!("failed to count the failure: {}", crate::error::Chain(&c));
-                }
-                return Err(e);
-            }
+            crate::timing::mark("receipt");
+            Ok(v)
+        }
+        Err(e) => {
+            session.count_failure(group, e.reason());
+            Err(e)
         }
     }
-    unreachable!("the loop returns on its second pass")
 }
 
 #[cfg(test)]

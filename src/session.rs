@@ -12,8 +12,10 @@
 //!   the run writes is not kept; no receipt is written and no recorded stop applied, since both
 //!   belong to the file. One warning line says so (once per process).
 //!
-//! Writers run their rows in [`Session::write`]: one transaction, with the recorded stops of
-//! poststop ([`crate::stopped`]) applied first.
+//! Writers run their rows in [`Session::write`]: one transaction, whose [`Txn`] is the only thing
+//! that writes rows, with the recorded stops of poststop ([`crate::stopped`]) applied first. A
+//! file that shows damage on the way ([`Damage`]) is moved aside, a fresh one refilled, and the
+//! writer runs once more there. A failed hook run is counted with [`Session::count_failure`].
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::engine::EngineError;
-use crate::error::Chain;
+use crate::error::{Chain, FailureReason};
 use crate::kernel::CoreSched;
 use crate::procfs::ProcFs;
 use crate::rebuild::{self, Fill, RebuildReport};
@@ -47,6 +49,25 @@ impl<'a, K: CoreSched> Refill<'a, K> {
     /// The refill of a [`crate::system::System`]'s cache.
     pub fn of(sys: &'a crate::system::System<K>, config: &'a Config) -> Self {
         Self { kernel: &sys.kernel, proc: &sys.proc, roots: &sys.runtime_roots, config }
+    }
+}
+
+/// An error that can say the cache file showed damage (corruption, a truncated or foreign file):
+/// [`Session::write`] then moves the file aside and tries once more on a fresh one.
+pub trait Damage {
+    /// Whether the error is the cache file's damage.
+    fn is_damage(&self) -> bool;
+}
+
+impl Damage for StoreError {
+    fn is_damage(&self) -> bool {
+        self.is_corruption()
+    }
+}
+
+impl Damage for EngineError {
+    fn is_damage(&self) -> bool {
+        matches!(self, EngineError::Store(e) if e.is_corruption())
     }
 }
 
@@ -151,12 +172,30 @@ impl Session {
 
     /// Runs `f` in one transaction, committed when it returns `Ok`, with the recorded stops
     /// applied first when at least `backlog` are waiting (1: all of them; never on a stand-in).
-    /// The stops' files go once the transaction committed.
-    pub fn write<T, E: From<StoreError>>(
+    /// The stops' files go once the transaction committed. When the file shows damage on the
+    /// way ([`Damage`]), it is moved aside, a fresh one refilled ([`Session::replace_damaged`])
+    /// and `f` runs once more there.
+    pub fn write<K: CoreSched, T, E: From<StoreError> + Damage>(
+        &mut self,
+        refill: &Refill<'_, K>,
+        backlog: usize,
+        f: impl Fn(&Txn<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match self.write_once(refill.proc, backlog, &f) {
+            Err(e) if e.is_damage() && self.stand_in.is_none() => {
+                // The refill of the fresh file says where the damaged one went (one warning).
+                self.replace_damaged(refill)?;
+                self.write_once(refill.proc, backlog, &f)
+            }
+            done => done,
+        }
+    }
+
+    fn write_once<T, E: From<StoreError>>(
         &self,
         proc: &ProcFs,
         backlog: usize,
-        f: impl FnOnce(&Txn<'_>) -> Result<T, E>,
+        f: &impl Fn(&Txn<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let (value, stopped) = self.store.transaction(|s| {
             let stopped = match self.stand_in {
@@ -173,6 +212,18 @@ impl Session {
         crate::fault::point("after_commit");
         stopped.finish();
         Ok(value)
+    }
+
+    /// Counts a failed hook run in a transaction of its own: its group's failure counter (when
+    /// the group is known) and the failures by reason. Best effort: a failure to count is logged
+    /// at debug level.
+    pub fn count_failure(&self, group: Option<&str>, reason: FailureReason) {
+        let counted = self
+            .store
+            .transaction(|s| group.map_or(Ok(()), |g| s.count(g, false)).and_then(|()| s.count_failure(reason)));
+        if let Err(e) = counted {
+            log::debug!("failed to count the failure: {}", Chain(&e));
+        }
     }
 
     /// Applies every recorded stop in a transaction of its own, for readers that write nothing

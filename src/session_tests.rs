@@ -212,3 +212,40 @@ fn a_refill_that_misses_a_container_is_owed_to_the_next_opener() {
     drop(s);
     assert_eq!(*open().store().found(), Found::Current, "and settled what was owed");
 }
+
+/// A file whose header and schema read but whose table page is damaged opens as current; the
+/// first writer to read that page gets the damage, and the session moves the file aside, refills
+/// a fresh one from the runtimes' state and runs the writer once more there.
+#[test]
+fn a_file_damaged_on_use_is_moved_aside_and_the_writer_runs_once_more_on_a_fresh_one() {
+    let e = Env::new();
+    {
+        let s = Store::open(&e.db()).unwrap();
+        s.transaction(|tx| {
+            tx.upsert_member(&Member { cookie: OLD, ..Member::new("r1", "web", 100, 1000) })?;
+            tx.refilled()
+        })
+        .unwrap();
+    }
+    let mut bytes = std::fs::read(e.db()).unwrap();
+    assert!(bytes.len() >= 3 * 4096, "{} bytes", bytes.len());
+    // Page 2 is the root of `groups` (the first table created).
+    bytes[4096..2 * 4096].fill(0xa5);
+    std::fs::write(e.db(), &bytes).unwrap();
+    let config = Config::default();
+    let sys = e.sys();
+    let refill = Refill::of(&sys, &config);
+    let mut session = Session::open(&e.state_dir(), Duration::from_secs(1), &refill).unwrap();
+    assert_eq!(session.store().found(), &Found::Current, "the damage shows only on use");
+    let runs = std::cell::Cell::new(0);
+    let groups = session
+        .write(&refill, 1, |tx| {
+            runs.set(runs.get() + 1);
+            tx.groups().map(|g| g.into_iter().map(|g| g.key).collect::<Vec<_>>())
+        })
+        .unwrap();
+    assert_eq!(runs.get(), 2, "the writer ran on the damaged file, then on the fresh one");
+    assert_eq!(groups, ["web"], "the fresh file was refilled with the running member first");
+    assert!(e.files().iter().any(|f| f.starts_with("cache.db.corrupt-")), "{:?}", e.files());
+    assert_eq!(session.store().members("web").unwrap()[0].container_id, "r1");
+}

@@ -58,8 +58,8 @@ pub(super) fn update_force_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Option
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
     let updated = Session::open_existing(&opts.state_dir, opts.lock_timeout, &refill).map_err(OpsError::from).and_then(
         |s| match s {
-            Some(s) if s.stand_in().is_none() => {
-                s.write(f.proc, 1, |store| crate::ops::forced_idle::update(store, f.proc, &opts.cgroup_root)).map(drop)
+            Some(mut s) if s.stand_in().is_none() => {
+                s.write(&refill, 1, |store| crate::ops::forced_idle::update(store, f.proc, &opts.cgroup_root)).map(drop)
             }
             _ => Ok(()),
         },

@@ -55,6 +55,12 @@ impl From<crate::session::SessionError> for OpsError {
     }
 }
 
+impl crate::session::Damage for OpsError {
+    fn is_damage(&self) -> bool {
+        matches!(self, OpsError::Store(e) if e.is_corruption())
+    }
+}
+
 #[cfg(test)]
 #[path = "view_tests.rs"]
 mod view_tests;
