@@ -17,10 +17,12 @@ use oci_coresched_hook::hook;
 use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::oci_state;
+use oci_coresched_hook::policy;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::state_dir::StateDir;
-use oci_coresched_hook::store::{Labels, Store};
+use oci_coresched_hook::store::Store;
 use oci_coresched_hook::system::System;
+use oci_coresched_hook::values::Labels;
 
 const RUNC_STATE: &[u8] = include_bytes!("../tests/fixtures/states/runc-createRuntime.json");
 const RUNC_SPEC: &str = include_str!("../tests/fixtures/states/runc-config.json");
@@ -82,11 +84,11 @@ fn benches(c: &mut Criterion) {
     });
     let no_bundle = state_for("c1", 4242, None);
     c.bench_function("decision: annotations + config (no bundle)", |b| {
-        b.iter(|| hook::decide(std::hint::black_box(&no_bundle), None, &config).unwrap())
+        b.iter(|| policy::decide(&hook::input(std::hint::black_box(&no_bundle), None).unwrap(), &config).unwrap())
     });
     let with_bundle = state_for("c1", 4242, Some(&bundle));
     c.bench_function("decision: with the bundle's config.json (read + parse of the fields used, 5.8 KB)", |b| {
-        b.iter(|| hook::decide(std::hint::black_box(&with_bundle), None, &config).unwrap())
+        b.iter(|| policy::decide(&hook::input(std::hint::black_box(&with_bundle), None).unwrap(), &config).unwrap())
     });
 
     // A cache with 10 live members of default/g (real `sleep` processes, real /proc).
@@ -104,7 +106,8 @@ fn benches(c: &mut Criterion) {
         runtime_roots: Vec::new(),
     };
     for (i, &pid) in members.iter().enumerate() {
-        let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
+        let d =
+            policy::decide(&hook::input(&state_for(&format!("live-{i}"), pid, None), None).unwrap(), &config).unwrap();
         hook::run(&d, &config, &sys).unwrap();
     }
     let dir = StateDir::open(&state_dir).unwrap();
@@ -133,7 +136,8 @@ fn benches(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
-    let decision = hook::decide(&state_for("target", target, Some(&bundle)), None, &config).unwrap();
+    let decision =
+        policy::decide(&hook::input(&state_for("target", target, Some(&bundle)), None).unwrap(), &config).unwrap();
     c.bench_function("hook::run share path (10 live), fake kernel in memory", |b| {
         b.iter_batched(
             || kernel.force(target, 0),
@@ -158,7 +162,8 @@ fn benches(c: &mut Criterion) {
         runtime_roots: Vec::new(),
     };
     for (i, &pid) in members.iter().enumerate() {
-        let d = hook::decide(&state_for(&format!("live-{i}"), pid, None), None, &config).unwrap();
+        let d =
+            policy::decide(&hook::input(&state_for(&format!("live-{i}"), pid, None), None).unwrap(), &config).unwrap();
         hook::run(&d, &config, &shared_sys).unwrap();
     }
     c.bench_function("hook::run share path (10 live), fake kernel through its shared file", |b| {

@@ -26,7 +26,8 @@ use oci_coresched_hook::kernel::CoreSched;
 use oci_coresched_hook::kernel::fake::FakeKernel;
 use oci_coresched_hook::procfs::ProcFs;
 use oci_coresched_hook::state_dir::StateDir;
-use oci_coresched_hook::store::{Labels, Member, Store, StoreError};
+use oci_coresched_hook::store::{Member, Store, StoreError};
+use oci_coresched_hook::values::Labels;
 
 const TRUE: &str = "/bin/true";
 /// Live members of the measured group.

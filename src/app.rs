@@ -15,7 +15,7 @@ use crate::hook::{self, Done};
 use crate::kernel::CookieHex;
 use crate::logging;
 use crate::oci_state::{self, State};
-use crate::policy::Action;
+use crate::policy::{self, Action};
 use crate::shim;
 use crate::state_dir::choice::{self, ThisProcess};
 use crate::system::{Surroundings, System};
@@ -128,7 +128,8 @@ fn run_command(cli: Cli) -> ExitCode {
                 print_error(&e.into());
                 return ExitCode::Usage;
             }
-            let result = read_input(state.as_deref()).and_then(|s| Ok(hook::decide(&s, *stage, &config)?));
+            let result =
+                read_input(state.as_deref()).and_then(|s| Ok(policy::decide(&hook::input(&s, *stage)?, &config)?));
             match result {
                 Ok(d) => {
                     let mut out = std::io::stdout().lock();
@@ -165,7 +166,7 @@ fn run_hook(
     if let Some(e) = config_error {
         return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)));
     }
-    let decision = match hook::decide(&state, stage, config) {
+    let decision = match hook::input(&state, stage).and_then(|i| Ok(policy::decide(&i, config)?)) {
         Ok(d) => d,
         Err(e) if manual => {
             print_error(&e.into());

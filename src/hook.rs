@@ -5,16 +5,16 @@ use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, RelayOn};
 use crate::error::FailureReason;
-use crate::input::ContainerInput;
-use crate::kernel::{Cookie, CoreSched, KernelError};
+use crate::kernel::{CoreSched, KernelError};
 use crate::oci_state::State;
-use crate::policy::{Action, BadContainerId, Decision, Lifecycle};
+use crate::policy::{Action, BadContainerId, ContainerInput, Decision, Lifecycle};
 use crate::procfs::{Pid, TaskId};
 use crate::session::{Damage, Refill, Session, SessionError};
 use crate::shim;
 use crate::state_dir::{DirError, StateDir};
 use crate::store::{Member, StoreError, Txn};
 use crate::system::System;
+use crate::values::Cookie;
 
 /// The hook stages of the OCI runtime spec (and the legacy `prestart`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -134,11 +134,10 @@ pub fn lifecycle(stage: Option<Stage>, status: &str) -> Result<Lifecycle, HookEr
     })
 }
 
-/// The decision for a state (what `explain` prints): the lifecycle from `stage` or the state's
-/// status, then [`ContainerInput::from_state`] decided.
-pub fn decide(state: &State, stage: Option<Stage>, config: &Config) -> Result<Decision, HookError> {
-    let lifecycle = lifecycle(stage, &state.status)?;
-    Ok(ContainerInput::from_state(state, lifecycle).decide(config)?)
+/// The decision's input from a state (the hook's and `explain`'s): the lifecycle from `stage` or
+/// the state's status, then [`ContainerInput::from_state`].
+pub fn input(state: &State, stage: Option<Stage>) -> Result<ContainerInput, HookError> {
+    Ok(ContainerInput::from_state(state, lifecycle(stage, &state.status)?))
 }
 
 /// What a hook run did.

@@ -22,7 +22,7 @@ impl Env {
     /// The decision for the OCI state `json` and the system the hook runs against.
     fn setup(&self, json: &str, config: &Config) -> (Decision, System<&FakeKernel>) {
         let state = parse_state(json.as_bytes()).unwrap();
-        let d = decide(&state, None, config).unwrap();
+        let d = crate::policy::decide(&input(&state, None).unwrap(), config).unwrap();
         let sys = System {
             kernel: &self.kernel,
             proc: self.fp.procfs(),

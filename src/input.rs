@@ -1,5 +1,5 @@
-//! The decision's input, built one way from each place that describes a container, and the one
-//! call of [`policy::decide`] over it ([`ContainerInput::decide`]):
+//! The decision's input ([`ContainerInput`]), built one way from each place that describes a
+//! container, for [`policy::decide`]:
 //!
 //! - **an OCI state** ([`ContainerInput::from_state`]): what the runtime hands the hook, completed
 //!   by the bundle's `config.json` (annotations the state lacks, `linux.cgroupsPath`);
@@ -15,11 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::Config;
 use crate::oci_state::State;
 use crate::policy::{
-    self, ANN_GROUP, ANN_POLICY, BadContainerId, CONTAINER_NAME, Decision, KOORD_GROUP, KOORD_POLICY, KOORD_QOS,
-    Lifecycle, POD_NAME, POD_NAMESPACE, POD_UID, PodLabels, SANDBOX_ID, SandboxRef,
+    ANN_GROUP, ANN_POLICY, CONTAINER_NAME, ContainerInput, KOORD_GROUP, KOORD_POLICY, KOORD_QOS, Lifecycle, POD_NAME,
+    POD_NAMESPACE, POD_UID, SANDBOX_ID,
 };
 use crate::runtimes::RuntimeContainer;
 
@@ -92,21 +91,6 @@ pub fn pod_annotations(pod: &PodMeta<'_>, container: &ContainerMeta<'_>) -> BTre
     out
 }
 
-/// What [`policy::decide`] is given about one container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerInput {
-    /// Where it is in its life.
-    pub lifecycle: Lifecycle,
-    /// Container id.
-    pub id: String,
-    /// Init pid, if any.
-    pub pid: Option<i64>,
-    /// Its annotations.
-    pub annotations: BTreeMap<String, String>,
-    /// `linux.cgroupsPath`, for the Kubernetes QoS class.
-    pub cgroups_path: Option<String>,
-}
-
 impl ContainerInput {
     /// The input from an OCI state at `lifecycle`. For an ensure, the bundle's `config.json` adds
     /// the annotations the state lacks and the cgroup parent ([`crate::bundle`], the reader
@@ -156,28 +140,12 @@ impl ContainerInput {
             cgroups_path: c.cgroups_path.clone(),
         }
     }
-
-    /// The decision, with the pod labels the cache records filled from the same annotations, and
-    /// the cgroup path the `cpu.idle` cgroup is found with.
-    pub fn decide(&self, config: &Config) -> Result<Decision, BadContainerId> {
-        let input = policy::Input {
-            lifecycle: self.lifecycle,
-            container_id: &self.id,
-            pid: self.pid,
-            annotations: &self.annotations,
-            cgroups_path: self.cgroups_path.as_deref(),
-        };
-        let mut decision = policy::decide(&input, config)?;
-        decision.pod = PodLabels::from_annotations(&self.annotations);
-        decision.cgroups_path = self.cgroups_path.clone();
-        decision.sandbox = SandboxRef::from_annotations(&self.id, &self.annotations);
-        Ok(decision)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -262,7 +230,7 @@ mod tests {
             (map(&[("oci-coresched-hook/group", "web")]), map(&[("io.kubernetes.pod.namespace", "tenant-b")]));
         let pod = PodMeta { id: "sb1", name: "web-0", uid: "uid-1", namespace: "tenant-a", annotations: &pa };
         let ctr = ContainerMeta { id: "c1", name: "app", annotations: &ca, cgroups_path: "" };
-        let d = ContainerInput::from_pod(&pod, &ctr, 4242).decide(&Config::default()).unwrap();
+        let d = crate::policy::decide(&ContainerInput::from_pod(&pod, &ctr, 4242), &Config::default()).unwrap();
         assert_eq!(d.group(), Some("tenant-a/web"), "{d:?}");
         assert_eq!(d.invalid, None);
     }

@@ -37,6 +37,7 @@ pub mod stopped;
 pub mod store;
 pub mod system;
 pub mod timing;
+pub mod values;
 
 #[cfg(test)]
 mod scenarios;

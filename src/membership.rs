@@ -19,9 +19,10 @@
 use std::io;
 
 use crate::cgroup;
-use crate::kernel::{Cookie, CoreSched, KernelError};
+use crate::kernel::{CoreSched, KernelError};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Member;
+use crate::values::Cookie;
 
 /// Whether a cached member's init is still the process the cache recorded.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use crate::follow::view::View;
 use crate::ops::reconcile::reconcile;
 use crate::ops::test_world::World;
 use crate::procfs::{CgroupReader, Pid};
-use crate::store::Labels;
+use crate::values::Labels;
 
 #[test]
 fn liveness_tells_alive_dead_reused_and_unreadable_apart() {

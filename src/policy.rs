@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::{Config, QOS_CLASSES, QosClass, QosRule};
-use crate::store::Labels;
+use crate::values::Labels;
 
 /// Our group annotation.
 pub const ANN_GROUP: &str = "oci-coresched-hook/group";
@@ -114,19 +114,20 @@ pub enum Policy {
     None,
 }
 
-/// The input of a decision.
-#[derive(Debug, Clone)]
-pub struct Input<'a> {
-    /// Where the container is in its life.
+/// What [`decide`] is given about one container; [`crate::input`] builds it from each place
+/// that describes one (an OCI state, NRI's pod and container, a runtime's state directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerInput {
+    /// Where it is in its life.
     pub lifecycle: Lifecycle,
     /// Container id (runtime-provided).
-    pub container_id: &'a str,
+    pub id: String,
     /// Init pid, if any.
     pub pid: Option<i64>,
-    /// Annotations of the state and the bundle's config.
-    pub annotations: &'a BTreeMap<String, String>,
-    /// `linux.cgroupsPath` of the bundle's config, for the Kubernetes QoS.
-    pub cgroups_path: Option<&'a str>,
+    /// Its annotations (the state's, completed by the bundle's config).
+    pub annotations: BTreeMap<String, String>,
+    /// `linux.cgroupsPath`, for the Kubernetes QoS class and the `cpu.idle` cgroup.
+    pub cgroups_path: Option<String>,
 }
 
 /// The decision; its JSON form is what `explain` prints.
@@ -149,15 +150,14 @@ pub struct Decision {
     pub reason: String,
     /// An annotation that was rejected; the container then gets a cookie of its own.
     pub invalid: Option<String>,
-    /// Pod and container names for metrics labels. Not part of the decision proper: [`decide`]
-    /// leaves them empty and `hook::decide` fills them from the same annotations; not printed by
-    /// `explain`.
+    /// Pod and container names for metrics labels, from the same annotations. Not part of the
+    /// decision proper: they never change the action, and `explain` does not print them.
     pub pod: PodLabels,
     /// The input's `linux.cgroupsPath`, for the cgroup `cpu.idle` goes to
-    /// ([`crate::cgroup::idle_target`]). Filled like `pod`, not printed by `explain`.
+    /// ([`crate::cgroup::idle_target`]). Not printed by `explain`.
     pub cgroups_path: Option<String>,
-    /// The container's pod sandbox, for the pod's shim ([`crate::shim`]). Filled like `pod`, not
-    /// printed by `explain`.
+    /// The container's pod sandbox, for the pod's shim ([`crate::shim`]). Not printed by
+    /// `explain`.
     pub sandbox: SandboxRef,
 }
 
@@ -433,49 +433,137 @@ fn rule_for(src: QosSource, config: &Config) -> (QosClass, QosRule, Option<&'sta
     }
 }
 
-/// Decides what to do with a container.
-pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContainerId> {
-    let ann = input.annotations;
-    if !id_chars_ok(input.container_id, MAX_ID_LEN) {
-        return Err(BadContainerId(truncate(input.container_id)));
+/// Decides what to do with a container, in the steps ARCHITECTURE.md §4 lists: the id, the
+/// namespace, the QoS class and the policy are read (each invalid value is a problem), then the
+/// lifecycle and pid gates, then the rule, then the group key and its scope. The decision is
+/// complete when it returns.
+pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadContainerId> {
+    // 1. The container id.
+    if !id_chars_ok(&input.id, MAX_ID_LEN) {
+        return Err(BadContainerId(truncate(&input.id)));
     }
+    let ann = &input.annotations;
+    let mut problems: Vec<InvalidAnnotation> = Vec::new();
+    // 2-4. Namespace, QoS class, policy.
+    let namespace = namespace_of(ann, &mut problems);
+    let qos = qos_of(ann, input.cgroups_path.as_deref(), config, &mut problems);
+    let policy = policy_of(ann, &mut problems);
     let mut d = Decision {
-        action: Action::Skip, // every path below says what to do
-        container_id: input.container_id.to_string(),
+        action: Action::Skip,
+        container_id: input.id.clone(),
         pid: input.pid,
-        policy: Policy::Default,
-        namespace: None,
-        qos: None,
+        policy,
+        namespace,
+        qos: qos.class(),
         reason: String::new(),
         invalid: None,
-        pod: PodLabels::default(),
-        cgroups_path: None,
-        sandbox: SandboxRef::default(),
+        pod: PodLabels::from_annotations(ann),
+        cgroups_path: input.cgroups_path.clone(),
+        sandbox: SandboxRef::from_annotations(&input.id, ann),
     };
-    let mut problems: Vec<InvalidAnnotation> = Vec::new();
+    // 5. The lifecycle and pid gates, then SYSTEM: whatever the annotations say.
+    if let Some((action, reason)) = gate(input.lifecycle, input.pid, qos.system) {
+        (d.action, d.reason) = (action, reason);
+        return Ok(d);
+    }
+    // 6. The rule.
+    let rule = qos.rule();
+    let with_why = |reason: String| match qos.why() {
+        Some(why) => format!("{reason}; {why}"),
+        None => reason,
+    };
+    let own = format!("container:{}", input.id);
+    // 7. A problem so far: a cookie of its own.
+    if !problems.is_empty() {
+        return Ok(own_cookie(d, own, &problems, rule.sched_idle));
+    }
+    // 8. No cookie.
+    if !rule.enable {
+        d.action = Action::Clear; // `cpu.idle` is only written on an ensure
+        d.reason = with_why(format!(
+            "core scheduling is disabled for QoS class {} by the config",
+            d.qos.map_or("-", QosClass::as_str)
+        ));
+        return Ok(d);
+    }
+    if d.policy == Policy::None {
+        d.action = Action::Clear;
+        d.reason = "policy none: the container runs without a cookie".into();
+        return Ok(d);
+    }
+    // 9. The group key.
+    let (key, mut reason) = match group_key(d.policy, ann, &own) {
+        Ok(chosen) => chosen,
+        Err(problem) => return Ok(own_cookie(d, own, &[problem], rule.sched_idle)),
+    };
+    // 10. Its scope, then the expeller suffix.
+    let named = !key.contains(':');
+    let scoped = !(named && config.allow_cross_namespace_groups);
+    let mut group = scope(d.namespace.as_deref(), key, scoped);
+    if rule.core_expeller {
+        // Internal keys end in an id, and ids may contain '-': ":expeller" cannot collide with one.
+        group.push_str(if named { EXPELLER_SUFFIX } else { INTERNAL_EXPELLER_SUFFIX });
+        reason.push_str(&format!(", expeller group of QoS class {}", d.qos.map_or("-", QosClass::as_str)));
+    }
+    d.action = Action::Ensure { group, sched_idle: rule.sched_idle };
+    d.reason = with_why(reason);
+    Ok(d)
+}
 
-    // Namespace: scopes every group key, so an invalid one is a problem, not a blank. CRI-O sets
-    // the first key and containerd the second; a pod annotation passed through an allow-list could
-    // add the other one, so two that disagree mean someone claims a namespace: own cookie.
+/// Step 2: the pod's namespace. It scopes every group key, so an invalid one is a problem, not
+/// a blank. CRI-O sets the first key and containerd the second; a pod annotation passed through
+/// an allow-list could add the other one, so two that disagree mean someone claims a namespace.
+fn namespace_of(ann: &BTreeMap<String, String>, problems: &mut Vec<InvalidAnnotation>) -> Option<String> {
     let namespaces: Vec<&str> = POD_NAMESPACE.iter().filter_map(|k| ann.get(*k).map(String::as_str)).collect();
     if let [a, b] = namespaces[..]
         && a != b
     {
         problems.push(InvalidAnnotation::NamespacesDisagree { a: truncate(a), b: truncate(b) });
-    } else if let Some((_, ns)) = first(ann, &POD_NAMESPACE) {
-        match validate_namespace(ns) {
-            Ok(()) => d.namespace = Some(ns.to_string()),
-            Err(e) => problems.push(e),
-        }
+        return None;
     }
-
-    // QoS class: Koordinator's annotation, else the kubelet cgroup parent; SYSTEM is never touched.
-    let mut system = false;
-    let source = match first(ann, &[KOORD_QOS]) {
-        Some((_, "SYSTEM")) => {
-            system = true;
+    let (_, ns) = first(ann, &POD_NAMESPACE)?;
+    match validate_namespace(ns) {
+        Ok(()) => Some(ns.to_string()),
+        Err(e) => {
+            problems.push(e);
             None
         }
+    }
+}
+
+/// The QoS class a container has and the rule that applies to it.
+#[derive(Debug, Clone, Copy)]
+struct Qos {
+    /// `SYSTEM`: never touched.
+    system: bool,
+    /// The class whose rule applies, the rule, and why when that is not the class itself.
+    chosen: Option<(QosClass, QosRule, Option<&'static str>)>,
+}
+
+impl Qos {
+    fn class(&self) -> Option<QosClass> {
+        if self.system { Some(QosClass::System) } else { self.chosen.map(|(class, ..)| class) }
+    }
+
+    fn rule(&self) -> QosRule {
+        self.chosen.map(|(_, rule, _)| rule).unwrap_or_default()
+    }
+
+    fn why(&self) -> Option<&'static str> {
+        self.chosen.and_then(|(.., why)| why)
+    }
+}
+
+/// Steps 3 and 6: Koordinator's QoS annotation, else the kubelet cgroup parent, and the rule it
+/// maps to ([`rule_for`]).
+fn qos_of(
+    ann: &BTreeMap<String, String>,
+    cgroups_path: Option<&str>,
+    config: &Config,
+    problems: &mut Vec<InvalidAnnotation>,
+) -> Qos {
+    let source = match first(ann, &[KOORD_QOS]) {
+        Some((_, "SYSTEM")) => return Qos { system: true, chosen: None },
         Some((_, q)) => match QOS_CLASSES.into_iter().find(|c| c.as_str() == q) {
             Some(c) => Some(QosSource::Koord(c)),
             None => {
@@ -483,79 +571,55 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
                 None
             }
         },
-        None => input.cgroups_path.and_then(kube_qos_from_cgroup).map(QosSource::Kube),
+        None => cgroups_path.and_then(kube_qos_from_cgroup).map(QosSource::Kube),
     };
-    let chosen = source.map(|s| rule_for(s, config));
-    let qos = if system { Some(QosClass::System) } else { chosen.map(|(class, ..)| class) };
-    let why = chosen.and_then(|(.., why)| why);
-    d.qos = qos;
+    Qos { system: false, chosen: source.map(|s| rule_for(s, config)) }
+}
 
-    // Policy: ours, else Koordinator's (an empty value counts as unset).
-    let policy_ann = first_set(ann, &[ANN_POLICY, KOORD_POLICY]);
-    match policy_ann {
-        None | Some((_, "default")) => {}
-        Some((_, "exclusive")) => d.policy = Policy::Exclusive,
-        Some((_, "none")) => d.policy = Policy::None,
-        Some((key, other)) => problems.push(InvalidAnnotation::Policy { key, value: truncate(other) }),
+/// Step 4: ours, else Koordinator's (an empty value counts as unset).
+fn policy_of(ann: &BTreeMap<String, String>, problems: &mut Vec<InvalidAnnotation>) -> Policy {
+    match first_set(ann, &[ANN_POLICY, KOORD_POLICY]) {
+        None | Some((_, "default")) => Policy::Default,
+        Some((_, "exclusive")) => Policy::Exclusive,
+        Some((_, "none")) => Policy::None,
+        Some((key, other)) => {
+            problems.push(InvalidAnnotation::Policy { key, value: truncate(other) });
+            Policy::Default
+        }
     }
+}
 
-    // Stage first: a stopped container is forgotten whatever its annotations say.
-    match input.lifecycle {
+/// Step 5: what a container gets whatever its annotations say: a stopped one is forgotten, a
+/// stage with nothing to do is skipped, an init that is not there (no pid, or pid ≤ 1) is never
+/// touched, nor is QoS class SYSTEM.
+fn gate(lifecycle: Lifecycle, pid: Option<i64>, system: bool) -> Option<(Action, String)> {
+    match lifecycle {
         Lifecycle::Forget => {
-            d.action = Action::Forget;
-            d.reason = "container stopped: forget it and drop its group when empty".into();
-            return Ok(d);
+            return Some((Action::Forget, "container stopped: forget it and drop its group when empty".into()));
         }
-        Lifecycle::Skip => {
-            d.action = Action::Skip;
-            d.reason = "nothing to do at this stage".into();
-            return Ok(d);
-        }
+        Lifecycle::Skip => return Some((Action::Skip, "nothing to do at this stage".into())),
         Lifecycle::Ensure => {}
     }
-    match input.pid {
-        Some(p) if p > 1 => {}
-        other => {
-            d.action = Action::Skip;
-            d.reason = match other {
-                None => "state has no pid: nothing to give a cookie to".into(),
-                Some(p) => format!("pid {p} is not a container init (pid <= 1 is never touched)"),
-            };
-            return Ok(d);
+    match pid {
+        None => Some((Action::Skip, "state has no pid: nothing to give a cookie to".into())),
+        Some(p) if p <= 1 => {
+            Some((Action::Skip, format!("pid {p} is not a container init (pid <= 1 is never touched)")))
         }
+        Some(_) if system => Some((Action::Skip, "QoS class SYSTEM is never touched".into())),
+        Some(_) => None,
     }
-    if system {
-        d.action = Action::Skip;
-        d.reason = "QoS class SYSTEM is never touched".into();
-        return Ok(d);
-    }
-    let rule = chosen.map(|(_, rule, _)| rule).unwrap_or_default();
-    let with_why = |reason: String| match why {
-        Some(why) => format!("{reason}; {why}"),
-        None => reason,
-    };
-    let sched_idle = rule.sched_idle;
+}
 
-    let ns_prefix = |key: String, scoped: bool| match (&d.namespace, scoped) {
-        (Some(ns), true) => format!("{ns}/{key}"),
-        _ => key,
-    };
-    let own = format!("container:{}", input.container_id);
+/// Step 7: the container's own key, in its namespace, with what was rejected.
+fn own_cookie(mut d: Decision, own: String, problems: &[InvalidAnnotation], sched_idle: bool) -> Decision {
+    d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+    d.action = Action::Ensure { group: scope(d.namespace.as_deref(), own, true), sched_idle };
+    d.reason = "invalid annotation: the container gets a cookie of its own".into();
+    d
+}
 
-    if !problems.is_empty() {
-        d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-        d.action = Action::Ensure { group: ns_prefix(own, true), sched_idle };
-        d.reason = "invalid annotation: the container gets a cookie of its own".into();
-        return Ok(d);
-    }
-    if !rule.enable {
-        d.action = Action::Clear; // `cpu.idle` is only written on an ensure
-        d.reason = with_why(format!(
-            "core scheduling is disabled for QoS class {} by the config",
-            qos.map_or("-", QosClass::as_str)
-        ));
-        return Ok(d);
-    }
+/// Step 9: the group key of an ensure, and why; `Err` for an annotation the key cannot use.
+fn group_key(policy: Policy, ann: &BTreeMap<String, String>, own: &str) -> Result<(String, String), InvalidAnnotation> {
     let pod = |keys: &[&'static str]| -> Result<Option<String>, InvalidAnnotation> {
         match first(ann, keys) {
             None => Ok(None),
@@ -563,62 +627,34 @@ pub fn decide(input: &Input<'_>, config: &Config) -> Result<Decision, BadContain
             Some((key, v)) => Err(InvalidAnnotation::Id { key, value: truncate(v) }),
         }
     };
-    let (key, reason) = match d.policy {
-        Policy::None => {
-            d.action = Action::Clear;
-            d.reason = "policy none: the container runs without a cookie".into();
-            return Ok(d);
-        }
-        Policy::Exclusive => match pod(&POD_UID) {
-            Ok(Some(uid)) => (format!("exclusive:{uid}"), "policy exclusive: a cookie for the pod alone".to_string()),
-            Ok(None) => (own.clone(), "policy exclusive: a cookie for the container alone".to_string()),
-            Err(e) => {
-                problems.push(e);
-                (own.clone(), String::new())
-            }
-        },
-        Policy::Default => {
-            let named = first_set(ann, &[ANN_GROUP, KOORD_GROUP]);
-            match named {
-                Some((key, g)) => match validate_group(g) {
-                    Ok(()) => (g.to_string(), format!("group named by {key}")),
-                    Err(_) => {
-                        problems.push(InvalidAnnotation::Group { key: Some(key), name: truncate(g) });
-                        (own.clone(), String::new())
-                    }
-                },
-                _ => match pod(&SANDBOX_ID).and_then(|s| match s {
-                    Some(s) => Ok(Some(s)),
-                    None => pod(&POD_UID),
-                }) {
-                    Ok(Some(id)) => (format!("pod:{id}"), "default group: the pod".to_string()),
-                    Ok(None) => (own.clone(), "default group: the container alone (no pod annotations)".to_string()),
-                    Err(e) => {
-                        problems.push(e);
-                        (own.clone(), String::new())
-                    }
-                },
-            }
-        }
+    if policy == Policy::Exclusive {
+        return Ok(match pod(&POD_UID)? {
+            Some(uid) => (format!("exclusive:{uid}"), "policy exclusive: a cookie for the pod alone".into()),
+            None => (own.to_string(), "policy exclusive: a cookie for the container alone".into()),
+        });
+    }
+    if let Some((key, g)) = first_set(ann, &[ANN_GROUP, KOORD_GROUP]) {
+        return match validate_group(g) {
+            Ok(()) => Ok((g.to_string(), format!("group named by {key}"))),
+            Err(_) => Err(InvalidAnnotation::Group { key: Some(key), name: truncate(g) }),
+        };
+    }
+    let sandbox = match pod(&SANDBOX_ID)? {
+        Some(s) => Some(s),
+        None => pod(&POD_UID)?,
     };
-    if !problems.is_empty() {
-        d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-        d.action = Action::Ensure { group: ns_prefix(own, true), sched_idle };
-        d.reason = "invalid annotation: the container gets a cookie of its own".into();
-        return Ok(d);
+    Ok(match sandbox {
+        Some(id) => (format!("pod:{id}"), "default group: the pod".into()),
+        None => (own.to_string(), "default group: the container alone (no pod annotations)".into()),
+    })
+}
+
+/// Step 10: `<namespace>/<key>` when a namespace is known and the key is `scoped`.
+fn scope(namespace: Option<&str>, key: String, scoped: bool) -> String {
+    match (namespace, scoped) {
+        (Some(ns), true) => format!("{ns}/{key}"),
+        _ => key,
     }
-    let named = !key.contains(':');
-    let scoped = !(named && config.allow_cross_namespace_groups);
-    let mut group = ns_prefix(key, scoped);
-    let mut reason = reason;
-    if rule.core_expeller {
-        // Internal keys end in an id, and ids may contain '-': ":expeller" cannot collide with one.
-        group.push_str(if named { EXPELLER_SUFFIX } else { INTERNAL_EXPELLER_SUFFIX });
-        reason.push_str(&format!(", expeller group of QoS class {}", qos.map_or("-", QosClass::as_str)));
-    }
-    d.action = Action::Ensure { group, sched_idle };
-    d.reason = with_why(reason);
-    Ok(d)
 }
 
 #[cfg(test)]

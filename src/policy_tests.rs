@@ -6,6 +6,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 use crate::config::{QosClass, QosRule};
 
+/// The decision's input over borrowed parts.
+fn input(
+    lifecycle: Lifecycle,
+    id: &str,
+    pid: Option<i64>,
+    annotations: &BTreeMap<String, String>,
+    cgroups_path: Option<&str>,
+) -> ContainerInput {
+    ContainerInput {
+        lifecycle,
+        id: id.to_string(),
+        pid,
+        annotations: annotations.clone(),
+        cgroups_path: cgroups_path.map(str::to_string),
+    }
+}
+
 const NS: &str = "io.kubernetes.pod.namespace";
 const NS_CRI: &str = "io.kubernetes.cri.sandbox-namespace";
 const SB: &str = "io.kubernetes.cri.sandbox-id";
@@ -722,13 +739,7 @@ fn decision_table() {
     for row in &rows {
         assert!(names.insert(row.name), "duplicate row name {:?}", row.name);
         let ann = annotations(&row.ann);
-        let input = Input {
-            lifecycle: row.lifecycle,
-            container_id: "c1",
-            pid: row.pid,
-            annotations: &ann,
-            cgroups_path: row.cgroup,
-        };
+        let input = input(row.lifecycle, "c1", row.pid, &ann, row.cgroup);
         let d = match decide(&input, &(row.cfg)()) {
             Ok(d) => d,
             Err(e) => {
@@ -762,30 +773,21 @@ fn bad_container_ids_are_errors() {
     let ann = BTreeMap::new();
     let too_long = "c".repeat(MAX_ID_LEN + 1);
     for id in ["", "a/b", "-c", ".c", "_c", "c\n", "c d", "c:1", "cé", "../c", too_long.as_str()] {
-        let input = Input {
-            lifecycle: Lifecycle::Ensure,
-            container_id: id,
-            pid: Some(100),
-            annotations: &ann,
-            cgroups_path: None,
-        };
+        let input = input(Lifecycle::Ensure, id, Some(100), &ann, None);
         let err = decide(&input, &Config::default()).expect_err(id);
         assert_eq!(err, BadContainerId(id.chars().take(80).collect()));
         assert!(err.to_string().contains("invalid container id"));
         // Even the stages that do nothing reject an id that cannot name a cache row.
         for lifecycle in [Lifecycle::Forget, Lifecycle::Skip] {
-            assert!(decide(&Input { lifecycle, ..input.clone() }, &Config::default()).is_err(), "{id:?} {lifecycle:?}");
+            assert!(
+                decide(&ContainerInput { lifecycle, ..input.clone() }, &Config::default()).is_err(),
+                "{id:?} {lifecycle:?}"
+            );
         }
     }
     let max = "c".repeat(MAX_ID_LEN);
     for id in ["c", "C1", "0abc", "a.b_c-d", max.as_str()] {
-        let input = Input {
-            lifecycle: Lifecycle::Ensure,
-            container_id: id,
-            pid: Some(100),
-            annotations: &ann,
-            cgroups_path: None,
-        };
+        let input = input(Lifecycle::Ensure, id, Some(100), &ann, None);
         let d = decide(&input, &Config::default()).unwrap();
         assert_eq!(d.group(), Some(format!("container:{id}").as_str()));
     }
@@ -872,28 +874,16 @@ fn reason_names_the_rule_followed() {
         (&ann, Some(BURSTABLE_PATH), cfg_lsr, "default group: the pod"),
     ];
     for (ann, cgroup, cfg, want) in cases {
-        let input = Input {
-            lifecycle: Lifecycle::Ensure,
-            container_id: "c1",
-            pid: Some(100),
-            annotations: ann,
-            cgroups_path: cgroup,
-        };
+        let input = input(Lifecycle::Ensure, "c1", Some(100), ann, cgroup);
         assert_eq!(decide(&input, &cfg()).unwrap().reason, want, "{cgroup:?} {ann:?}");
     }
     // LSR enabled and LS disabled: the Guaranteed pod follows LSR, so it keeps a cookie.
-    let guaranteed = Input {
-        lifecycle: Lifecycle::Ensure,
-        container_id: "c1",
-        pid: Some(100),
-        annotations: &ann,
-        cgroups_path: Some(GUARANTEED_PATH),
-    };
+    let guaranteed = input(Lifecycle::Ensure, "c1", Some(100), &ann, Some(GUARANTEED_PATH));
     assert_eq!(decide(&guaranteed, &ls_disabled).unwrap().action.kind(), ActionKind::Ensure);
     // A disabled rule says which class's rule cleared the cookie, and why that one.
     let mut lsr_clear = Config::default();
     lsr_clear.qos.insert(QosClass::Lsr, rule(false, false, false));
-    let d = decide(&Input { annotations: &lse, cgroups_path: None, ..guaranteed }, &lsr_clear).unwrap();
+    let d = decide(&ContainerInput { annotations: lse.clone(), cgroups_path: None, ..guaranteed }, &lsr_clear).unwrap();
     assert_eq!(d.action.kind(), ActionKind::Clear);
     assert_eq!(
         d.reason,
@@ -905,26 +895,16 @@ fn reason_names_the_rule_followed() {
 #[test]
 fn decide_is_deterministic_and_ignores_unrelated_annotations() {
     let mut ann = annotations(&[(NS, "tenant-a".into()), (SB, "sb1".into()), (ANN_GROUP, "web".into())]);
-    let input = Input {
-        lifecycle: Lifecycle::Ensure,
-        container_id: "c1",
-        pid: Some(100),
-        annotations: &ann,
-        cgroups_path: None,
-    };
-    let d1 = decide(&input, &Config::default()).unwrap();
-    assert_eq!(d1, decide(&input, &Config::default()).unwrap());
+    let first = input(Lifecycle::Ensure, "c1", Some(100), &ann, None);
+    let d1 = decide(&first, &Config::default()).unwrap();
+    assert_eq!(d1, decide(&first, &Config::default()).unwrap());
     ann.insert("org.opencontainers.image.title".into(), "x:y/../\u{0}".into());
     ann.insert("oci-coresched-hook/other".into(), "a/b".into());
     ann.insert("io.kubernetes.container.name".into(), "Tenant_A".into());
-    let input = Input {
-        lifecycle: Lifecycle::Ensure,
-        container_id: "c1",
-        pid: Some(100),
-        annotations: &ann,
-        cgroups_path: None,
-    };
-    assert_eq!(decide(&input, &Config::default()).unwrap(), d1);
+    let d2 = decide(&input(Lifecycle::Ensure, "c1", Some(100), &ann, None), &Config::default()).unwrap();
+    // The container's name is a metrics label only: it changes the labels, nothing else.
+    assert_eq!(d2.pod.container_name.as_deref(), Some("Tenant_A"));
+    assert_eq!(Decision { pod: d1.pod.clone(), ..d2 }, d1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1059,13 +1039,7 @@ fn property_no_group_crosses_namespaces_unless_allowed() {
         let mut ensured = 0;
         for i in 0..GENERATED {
             let g = generate(&mut rng, i);
-            let input = Input {
-                lifecycle: g.lifecycle,
-                container_id: &g.container_id,
-                pid: g.pid,
-                annotations: &g.ann,
-                cgroups_path: g.cgroup,
-            };
+            let input = input(g.lifecycle, &g.container_id, g.pid, &g.ann, g.cgroup);
             let d = decide(&input, &cfg).unwrap_or_else(|e| panic!("{cfg_name} #{i}: {e}"));
             let ctx = || format!("{cfg_name} #{i}: {:?} → {d:?}", g.ann);
             if d.action.kind() != ActionKind::Ensure {
@@ -1116,13 +1090,7 @@ fn property_invalid_means_own_key() {
         let mut rng = Rng(0x0123_4567_89ab_cdef);
         for i in 0..GENERATED {
             let g = generate(&mut rng, i);
-            let input = Input {
-                lifecycle: g.lifecycle,
-                container_id: &g.container_id,
-                pid: g.pid,
-                annotations: &g.ann,
-                cgroups_path: g.cgroup,
-            };
+            let input = input(g.lifecycle, &g.container_id, g.pid, &g.ann, g.cgroup);
             let d = decide(&input, &cfg).unwrap();
             let ctx = || format!("{cfg_name} #{i}: {:?} → {d:?}", g.ann);
             if d.invalid.is_some() {
@@ -1170,7 +1138,7 @@ const JSON_KEYS: [&str; 10] =
 
 fn json_of(lifecycle: Lifecycle, pid: Option<i64>, pairs: &[(&str, String)], cfg: &Config) -> serde_json::Value {
     let ann = annotations(pairs);
-    let input = Input { lifecycle, container_id: "c1", pid, annotations: &ann, cgroups_path: None };
+    let input = input(lifecycle, "c1", pid, &ann, None);
     let v = serde_json::to_value(decide(&input, cfg).unwrap()).unwrap();
     let keys: BTreeSet<&str> = v.as_object().expect("an object").keys().map(String::as_str).collect();
     assert_eq!(keys, JSON_KEYS.into_iter().collect::<BTreeSet<_>>());

@@ -28,13 +28,14 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::engine::EngineError;
 use crate::error::Chain;
-use crate::input::ContainerInput;
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
+use crate::policy::ContainerInput;
 use crate::policy::{Action, Decision};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
 use crate::store::{Member, Store, Txn};
+use crate::values::Cookie;
 
 /// One scanned root.
 #[derive(Debug, Clone, Serialize)]
@@ -216,7 +217,7 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
                     continue;
                 }
             };
-            match ContainerInput::from_runtime(&c).decide(config) {
+            match crate::policy::decide(&ContainerInput::from_runtime(&c), config) {
                 Ok(decision) => out.running.push(Running { c, root: root.path.clone(), task, decision }),
                 Err(e) => out.skipped.push(skip(e.to_string())),
             }

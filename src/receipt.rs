@@ -17,8 +17,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::kernel::{Cookie, CoreSched};
+use crate::kernel::CoreSched;
 use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::values::Cookie;
 
 /// The directory of receipts inside the state dir.
 pub const DIR: &str = "done";

@@ -78,7 +78,8 @@ impl Env {
             r#"{{"id":"{id}","status":"creating","pid":{pid},"annotations":{{"oci-coresched-hook/group":"web"}}}}"#
         );
         let config = Config::default();
-        let d = crate::hook::decide(&parse_state(json.as_bytes()).unwrap(), None, &config).unwrap();
+        let input = crate::hook::input(&parse_state(json.as_bytes()).unwrap(), None).unwrap();
+        let d = crate::policy::decide(&input, &config).unwrap();
         std::thread::scope(|s| s.spawn(|| run(&d, &config, &self.sys())).join().unwrap()).unwrap()
     }
 

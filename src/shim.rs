@@ -27,7 +27,8 @@
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::kernel::CoreSched;
 use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::store::{Labels, Member, Store, Txn};
+use crate::store::{Member, Store, Txn};
+use crate::values::Labels;
 
 /// What a shim's `comm` starts with (`containerd-shim-runc-v2` shows as `containerd-shim`:
 /// `comm` keeps 15 bytes).
@@ -87,7 +88,7 @@ pub struct Wired {
     /// The group whose cookie the shim now holds (the container's, its own, or the cleared one).
     pub group: String,
     /// The shim's cookie.
-    pub cookie: crate::kernel::Cookie,
+    pub cookie: crate::values::Cookie,
     /// Whether this call changed it.
     pub changed: bool,
 }

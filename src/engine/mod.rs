@@ -15,10 +15,11 @@ mod relay;
 use relay::RelayError;
 pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
+use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::membership::{self, Liveness, State};
 use crate::procfs::{ProcFs, TaskId};
-use crate::store::{Labels, Member, StoreError, Txn};
+use crate::store::{Member, StoreError, Txn};
+use crate::values::{Cookie, Labels};
 
 /// How many times a share is retried when its source member dies under it.
 const MAX_SOURCE_ATTEMPTS: usize = 4;

@@ -10,9 +10,10 @@
 //! the group's cookie for the rest of its short life, which only restricts where the hook itself
 //! may run. Each share still pulls before it pushes and checks what it pulled.
 
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError, Scope};
+use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::membership;
 use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::values::Cookie;
 
 use super::{EngineError, kerr};
 

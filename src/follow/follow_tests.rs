@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::engine::{Engine, EnsureRequest};
-use crate::kernel::{Cookie, Scope};
+use crate::kernel::Scope;
 use crate::ops::test_world::World;
-use crate::store::Labels;
+use crate::values::{Cookie, Labels};
 
 fn container(w: &World, id: &str, group: &str, pid: Pid, cgroup: &str) -> Cookie {
     w.fp.spawn(pid, 1000 + pid as u64, 0, cgroup).unwrap();

@@ -8,10 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::kernel::{Cookie, CoreSched};
+use crate::kernel::CoreSched;
 use crate::membership;
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Member;
+use crate::values::Cookie;
 
 /// One live member: the source of its group's cookie for the processes of its cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +57,7 @@ pub struct View {
 impl View {
     /// From the cached members (group, then age): those whose init is alive (pid + start time)
     /// and has a non-zero cookie, with a cgroup that is a plain absolute path and not the root.
-    /// Members recorded with an idle cgroup ([`crate::store::Labels::idle_cgroup`]) whose init is
+    /// Members recorded with an idle cgroup ([`crate::values::Labels::idle_cgroup`]) whose init is
     /// alive are in [`View::idle`], whatever their cookie.
     /// Members whose init is dead or reused (`/proc` says so; an unreadable entry is not gone) are
     /// in [`View::gone`].
@@ -174,7 +175,7 @@ mod tests {
     use super::*;
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeProc};
-    use crate::store::Labels;
+    use crate::values::Labels;
 
     fn member(id: &str, group: &str, pid: i32, cg: Option<&str>) -> Member {
         Member {

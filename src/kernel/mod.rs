@@ -14,9 +14,7 @@ pub mod fake_file;
 use std::fmt;
 
 use crate::procfs::Pid;
-
-/// A core-scheduling cookie as `PR_SCHED_CORE_GET` reports it. `0` means "no cookie".
-pub type Cookie = u64;
+use crate::values::Cookie;
 
 /// Which tasks a CREATE or SHARE_TO applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

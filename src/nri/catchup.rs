@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 use crate::engine::RelayOn;
 use crate::hook::{self, Done};
-use crate::input::ContainerInput;
 use crate::kernel::CoreSched;
 use crate::policy::Action;
+use crate::policy::ContainerInput;
 use crate::shim;
 use crate::system::System;
 
@@ -126,7 +126,7 @@ pub fn catch_up<K: CoreSched>(
             s.skipped += 1;
             continue;
         };
-        let decision = match input(pod, c, pid).decide(config) {
+        let decision = match crate::policy::decide(&input(pod, c, pid), config) {
             Ok(d) => d,
             Err(e) => {
                 log::warn!("catch-up: {e}; skipped");

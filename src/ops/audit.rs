@@ -25,12 +25,13 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
 use crate::policy::Action;
 use crate::procfs::{Pid, ProcFs};
 use crate::runtimes::RuntimeRoot;
 use crate::store::{Member, Store};
+use crate::values::Cookie;
 
 use super::OpsError;
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::kernel::Scope;
 use crate::ops::test_world::World;
-use crate::store::Labels;
+use crate::values::Labels;
 
 impl World {
     /// A container: its init (with 2 more threads) in `cgroup`, ensured into `group` as the hook does.

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::ops::test_world::World;
-use crate::store::{Labels, Member};
+use crate::store::Member;
+use crate::values::Labels;
 
 impl World {
     fn cg(&self) -> PathBuf {

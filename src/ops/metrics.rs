@@ -201,7 +201,8 @@ pub(crate) mod tests {
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
     use crate::procfs::Pid;
-    use crate::store::{Labels, Member};
+    use crate::store::Member;
+    use crate::values::Labels;
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
         Member {
@@ -527,7 +528,8 @@ print(json.dumps(out))
             annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         let config = Config::default();
-        let decision = hook::decide(&state, Some(Stage::CreateRuntime), &config).unwrap();
+        let decision =
+            crate::policy::decide(&hook::input(&state, Some(Stage::CreateRuntime)).unwrap(), &config).unwrap();
         assert_eq!(decision.pod.name.as_deref(), Some("web-0"));
         assert!(!serde_json::to_string(&decision).unwrap().contains("web-0"), "explain's JSON is unchanged");
         let sd = dir.path().join("state");

@@ -28,10 +28,11 @@ use serde::Serialize;
 use crate::cgroup;
 use crate::engine::{Adopted, Engine, EngineError, Relay, kerr};
 use crate::error::Chain;
-use crate::kernel::{Cookie, CookieHex, CoreSched, KernelError};
+use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
 use crate::procfs::{Pid, ProcFs, TaskId};
 use crate::store::{Member, Store, Txn};
+use crate::values::Cookie;
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

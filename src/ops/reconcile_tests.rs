@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::ops::test_world::World;
-use crate::store::Labels;
+use crate::values::Labels;
 
 impl World {
     fn cg_root(&self) -> PathBuf {

@@ -3,7 +3,8 @@
 use crate::kernel::fake::{FakeKernel, FakeProc};
 use crate::kernel::{CoreSched, Scope};
 use crate::procfs::Pid;
-use crate::store::{Labels, Member, Store};
+use crate::store::{Member, Store};
+use crate::values::Labels;
 
 struct Seeded {
     _dir: tempfile::TempDir,

@@ -11,13 +11,14 @@ use crate::config::Config;
 use crate::hook::{self, Done, HookError, Stage};
 use crate::kernel::fake::FakeKernel;
 use crate::kernel::linux::Linux;
-use crate::kernel::{Cookie, CoreSched, Scope};
+use crate::kernel::{CoreSched, Scope};
 use crate::oci_state::State;
 use crate::policy::Decision;
 use crate::procfs::{Pid, ProcFs};
 use crate::state_dir::StateDir;
 use crate::store::{Member, Store};
 use crate::system::System;
+use crate::values::Cookie;
 
 /// Which kernel a world uses.
 pub enum Kernel {
@@ -103,7 +104,8 @@ impl World {
     /// hook is a process of its own: the hook relays on its own thread and keeps that cookie, which
     /// must not reach this test's thread and the inits it forks afterwards.
     pub fn hook(&self, state: &State, stage: Option<Stage>) -> (Decision, Result<Done, HookError>) {
-        let decision = hook::decide(state, stage, &self.config).expect("decision");
+        let decision =
+            crate::policy::decide(&hook::input(state, stage).expect("input"), &self.config).expect("decision");
         let sys = System {
             kernel: self.k(),
             proc: self.proc.clone(),

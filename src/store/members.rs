@@ -4,7 +4,7 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::{Labels, Member, Store, StoreError, Txn, now};
-use crate::kernel::Cookie;
+use crate::values::Cookie;
 
 impl Store {
     fn row_to_member(r: &rusqlite::Row<'_>) -> rusqlite::Result<Member> {

@@ -13,8 +13,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, params};
 
 use crate::error::{Chain, FailureReason};
-use crate::kernel::Cookie;
 use crate::procfs::Pid;
+use crate::values::{Cookie, Labels};
 
 mod force_idle;
 mod format;
@@ -91,28 +91,6 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 
 fn is_corrupt(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
-}
-
-/// What the cache records about a container besides its identity and cookie: its cgroup (for
-/// `reconcile`), the cgroup whose `cpu.idle` it keeps at 1 (for the follower), and its pod's
-/// labels (for `list` and metrics). The hook fills it from its decision and `/proc`, a reload
-/// from the runtime's state, and the engine stores it as given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels {
-    /// Cgroup path of the init, relative to the cgroup mount.
-    pub cgroup: Option<String>,
-    /// Pod namespace.
-    pub namespace: Option<String>,
-    /// Pod name (`io.kubernetes.pod.name`), when known.
-    pub pod_name: Option<String>,
-    /// Pod uid (`io.kubernetes.pod.uid`), when known.
-    pub pod_uid: Option<String>,
-    /// Container name within its pod (`io.kubernetes.container.name`), when known.
-    pub container_name: Option<String>,
-    /// The container's cgroup (relative to the cgroup mount) whose `cpu.idle` is 1, for a member
-    /// of a QoS class with `sched_idle`; the follower sets it again when a runtime or systemd
-    /// reset it.
-    pub idle_cgroup: Option<String>,
 }
 
 /// One container of a group.

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use oci_coresched_hook::input::ContainerInput;
 use oci_coresched_hook::oci_state::State;
+use oci_coresched_hook::policy::ContainerInput;
 use oci_coresched_hook::policy::Lifecycle;
 use oci_coresched_hook::runtimes::{read_crun, read_runc};
 

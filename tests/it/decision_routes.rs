@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use oci_coresched_hook::config::Config;
-use oci_coresched_hook::input::ContainerInput;
 use oci_coresched_hook::nri::adjust;
 use oci_coresched_hook::nri::catchup;
 use oci_coresched_hook::nri::messages::{Container, LinuxContainer, PodSandbox, state};
+use oci_coresched_hook::policy::ContainerInput;
 use oci_coresched_hook::policy::{Decision, Lifecycle};
 use oci_coresched_hook::runtimes::read_runc;
 use serde_json::json;
@@ -112,7 +112,13 @@ fn decisions(dir: &Path, case: &Case, config: &Config) -> Vec<(&'static str, Dec
 
     [("hook", hook), ("NRI catch-up", nri), ("rebuild", rebuild)]
         .into_iter()
-        .map(|(route, input)| (route, input.decide(config).unwrap_or_else(|e| panic!("{}: {route}: {e}", case.name))))
+        .map(|(route, input)| {
+            (
+                route,
+                oci_coresched_hook::policy::decide(&input, config)
+                    .unwrap_or_else(|e| panic!("{}: {route}: {e}", case.name)),
+            )
+        })
         .collect()
 }
 
