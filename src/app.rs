@@ -196,7 +196,7 @@ fn run_hook(
     };
     let sys = System::new(Surroundings::of_this_process(state_dir));
     // The runtime that runs the hook is its parent: its own parent may be the pod's shim.
-    let runtime = std::os::unix::process::parent_id() as crate::procfs::Pid;
+    let runtime = std::os::unix::process::parent_id() as crate::values::Pid;
     let result = hook::run_with(&decision, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(runtime));
     crate::timing::mark("cache close + unlock");
     match result {

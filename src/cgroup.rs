@@ -6,7 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::procfs::Pid;
+use crate::values::Pid;
 
 /// Problems writing a cgroup file.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +66,53 @@ pub fn relative(cgroup: &str) -> Option<&str> {
         return None;
     }
     Some(rel)
+}
+
+/// `rel` (a `/proc/PID/cgroup` path, maybe with leading `..`) below the cgroup `root`, normalized:
+/// `/a/b/c` + `/../../x` is `/a/x`. `..` never climbs above `/`.
+pub fn join(root: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = root.split('/').filter(|c| !c.is_empty()).collect();
+    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if c == ".." {
+            parts.pop();
+        } else {
+            parts.push(c);
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Picks the cgroup path out of a `/proc/PID/cgroup` file: `0::PATH` (v2) first, else the v1
+/// hierarchy that carries the `cpu` controller.
+pub fn parse_proc_file(text: &str) -> Option<String> {
+    in_proc_file(text).map(str::to_string)
+}
+
+/// [`parse_proc_file`] without a copy.
+pub fn in_proc_file(text: &str) -> Option<&str> {
+    let mut v1_cpu = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if id == "0" && ctrls.is_empty() {
+            return Some(path);
+        }
+        if ctrls.split(',').any(|c| c == "cpu") {
+            v1_cpu = Some(path);
+        }
+    }
+    v1_cpu
+}
+
+/// The cgroup a member is known by: `recorded` (as `/proc/PID/cgroup` showed it) when it is a
+/// plain absolute path other than the root, without a trailing `/`; `None` otherwise (nothing
+/// recorded, the root, a relative path, `.` or `..` components, e.g. a `/..`-relative path seen
+/// from a private cgroup namespace).
+pub fn key(recorded: Option<&str>) -> Option<String> {
+    let rel = recorded.and_then(relative).filter(|r| !r.is_empty())?;
+    Some(format!("/{rel}"))
 }
 
 /// The file for `name` in cgroup `cgroup` (as `/proc/PID/cgroup` gives it) under `root`.
@@ -212,6 +259,17 @@ pub fn within(inner: &str, outer: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cgroup_prefers_unified_then_v1_cpu() {
+        let v2 = "0::/kubepods.slice/pod1/cri-abc\n";
+        assert_eq!(parse_proc_file(v2).as_deref(), Some("/kubepods.slice/pod1/cri-abc"));
+        let hybrid = "12:cpu,cpuacct:/docker/x\n1:name=systemd:/docker/x\n0::/docker/x2\n";
+        assert_eq!(parse_proc_file(hybrid).as_deref(), Some("/docker/x2"));
+        let v1 = "4:memory:/a\n3:cpuacct,cpu:/b\n";
+        assert_eq!(parse_proc_file(v1).as_deref(), Some("/b"));
+        assert_eq!(parse_proc_file("garbage"), None);
+    }
 
     #[test]
     fn writes_idle_and_refuses_odd_paths() {

@@ -12,7 +12,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::procfs::{Pid, ProcFs};
+use crate::procfs::ProcFs;
+use crate::values::Pid;
 
 /// Why the namespace's root could not be found.
 #[derive(Debug, thiserror::Error)]
@@ -183,9 +184,9 @@ mod tests {
 
     #[test]
     fn joining_climbs_but_never_above_the_root() {
-        assert_eq!(crate::procfs::join_cgroup("/a/b/c", "/../../x"), "/a/x");
-        assert_eq!(crate::procfs::join_cgroup("/a", "/../../../x"), "/x");
-        assert_eq!(crate::procfs::join_cgroup("/a/b", "/"), "/a/b");
-        assert_eq!(crate::procfs::join_cgroup("/", "/k/p"), "/k/p");
+        assert_eq!(crate::cgroup::join("/a/b/c", "/../../x"), "/a/x");
+        assert_eq!(crate::cgroup::join("/a", "/../../../x"), "/x");
+        assert_eq!(crate::cgroup::join("/a/b", "/"), "/a/b");
+        assert_eq!(crate::cgroup::join("/", "/k/p"), "/k/p");
     }
 }

@@ -8,13 +8,13 @@ use crate::error::FailureReason;
 use crate::kernel::{CoreSched, KernelError};
 use crate::oci_state::State;
 use crate::policy::{Action, BadContainerId, ContainerInput, Decision, Lifecycle};
-use crate::procfs::{Pid, TaskId};
+use crate::procfs::TaskId;
 use crate::session::{Damage, Refill, Session, SessionError};
 use crate::shim;
 use crate::state_dir::{DirError, StateDir};
 use crate::store::{Member, StoreError, Txn};
 use crate::system::System;
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 /// The hook stages of the OCI runtime spec (and the legacy `prestart`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

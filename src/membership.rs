@@ -9,7 +9,7 @@
 //!   could not say. The rule every caller keeps: only a dead or reused member is ever dropped,
 //!   and only an alive one is ever a cookie source or counted; an unreadable one is neither
 //!   (the engine, which must not guess, fails on it instead).
-//! - **Which member owns a cgroup** ([`cgroup_key`], [`owner`]): a member is known by its cgroup
+//! - **Which member owns a cgroup** ([`cgroup::key`], [`owner`]): a member is known by its cgroup
 //!   as `/proc/PID/cgroup` showed it when it was recorded, a plain absolute path other than the
 //!   root. A process belongs to the member whose cgroup is the most specific one containing the
 //!   process's own cgroup; when members of different groups share that cgroup, no member owns
@@ -59,11 +59,6 @@ impl Liveness {
     }
 }
 
-/// The recorded init of a member.
-pub fn init_of(m: &Member) -> TaskId {
-    TaskId { pid: m.pid, start_time: m.start_time }
-}
-
 /// Whether `init` (a pid and the start time recorded with it) is still that process.
 pub fn liveness(proc: &ProcFs, init: TaskId) -> Liveness {
     match proc.task(init.pid) {
@@ -89,7 +84,7 @@ pub enum State {
 
 /// The member's liveness, then (when alive) the cookie a GET finds on its init.
 pub fn state<K: CoreSched>(proc: &ProcFs, kernel: &K, m: &Member) -> State {
-    match liveness(proc, init_of(m)) {
+    match liveness(proc, m.init()) {
         Liveness::Alive => match kernel.get(m.pid) {
             Ok(cookie) => State::Alive(cookie),
             Err(KernelError::NoSuchProcess(_)) => State::Gone(Liveness::Dead),
@@ -100,17 +95,8 @@ pub fn state<K: CoreSched>(proc: &ProcFs, kernel: &K, m: &Member) -> State {
     }
 }
 
-/// The cgroup a member is known by: `recorded` (as `/proc/PID/cgroup` showed it) when it is a
-/// plain absolute path other than the root, without a trailing `/`; `None` otherwise (nothing
-/// recorded, the root, a relative path, `.` or `..` components, e.g. a `/..`-relative path seen
-/// from a private cgroup namespace).
-pub fn cgroup_key(recorded: Option<&str>) -> Option<String> {
-    let rel = recorded.and_then(cgroup::relative).filter(|r| !r.is_empty())?;
-    Some(format!("/{rel}"))
-}
-
 /// The owner of a process whose own cgroup is `cg` among `candidates`, each a member's cgroup key
-/// ([`cgroup_key`]), its group and the caller's handle: the candidate with the most specific
+/// ([`cgroup::key`]), its group and the caller's handle: the candidate with the most specific
 /// cgroup containing `cg`; `None` when none contains it or when members of different groups share
 /// the most specific one (ambiguous: nobody's cookie is handed out).
 pub fn owner<'a, T>(cg: &str, candidates: impl IntoIterator<Item = (&'a str, &'a str, T)>) -> Option<T> {
@@ -139,7 +125,7 @@ pub struct Owners<T> {
 }
 
 impl<T: Clone> Owners<T> {
-    /// The index of `candidates`, each a member's cgroup key ([`cgroup_key`]), its group and the
+    /// The index of `candidates`, each a member's cgroup key ([`cgroup::key`]), its group and the
     /// caller's handle.
     pub fn new<'a>(candidates: impl IntoIterator<Item = (&'a str, &'a str, T)>) -> Self {
         let mut by_key: std::collections::HashMap<String, Option<(String, T)>> = std::collections::HashMap::new();

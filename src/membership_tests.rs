@@ -9,8 +9,8 @@ use crate::engine::{Engine, EnsureRequest};
 use crate::follow::view::View;
 use crate::ops::reconcile::reconcile;
 use crate::ops::test_world::World;
-use crate::procfs::{CgroupReader, Pid};
-use crate::values::Labels;
+use crate::procfs::CgroupReader;
+use crate::values::{Labels, Pid};
 
 #[test]
 fn liveness_tells_alive_dead_reused_and_unreadable_apart() {
@@ -56,7 +56,7 @@ fn cgroup_key_accepts_plain_absolute_paths_only() {
         (Some("/pod/./c1"), None),
     ];
     for (recorded, want) in cases {
-        assert_eq!(cgroup_key(*recorded).as_deref(), *want, "{recorded:?}");
+        assert_eq!(crate::cgroup::key(*recorded).as_deref(), *want, "{recorded:?}");
     }
 }
 
@@ -198,7 +198,7 @@ fn world(case: &Case) -> World {
     let w = World::new();
     for (i, (id, group, recorded)) in case.members.iter().enumerate() {
         let pid = 100 * (i as Pid + 1);
-        let home = cgroup_key(Some(recorded)).unwrap_or_else(|| format!("/elsewhere-{id}"));
+        let home = crate::cgroup::key(Some(recorded)).unwrap_or_else(|| format!("/elsewhere-{id}"));
         w.fp.spawn(pid, 1000 + pid as u64, 0, &home).unwrap();
         list(&w, &home, pid);
         let labels = Labels { cgroup: Some(recorded.to_string()), ..Default::default() };

@@ -29,7 +29,7 @@ use rustix::net::netlink::{self, SocketAddrNetlink};
 use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType, sockopt};
 use rustix::time::ClockId;
 
-use crate::procfs::Pid;
+use crate::values::Pid;
 
 const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;

@@ -5,8 +5,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// A process or thread id as the host pid namespace sees it. `0` means "the calling thread".
-pub type Pid = i32;
+use crate::values::Pid;
 
 /// A task identity that survives pid reuse: the pid plus its start time
 /// (`/proc/PID/stat` field 22, clock ticks since boot).
@@ -166,8 +165,8 @@ impl ProcFs {
     /// Read from a private cgroup namespace ([`ProcFs::with_cgroup_ns_root`]), the host path.
     pub fn cgroup(&self, pid: Pid) -> io::Result<Option<String>> {
         let Some(text) = self.read(pid, "cgroup")? else { return Ok(None) };
-        Ok(parse_cgroup(&text).map(|p| match &self.cgroup_ns_root {
-            Some(root) => join_cgroup(root, &p),
+        Ok(crate::cgroup::parse_proc_file(&text).map(|p| match &self.cgroup_ns_root {
+            Some(root) => crate::cgroup::join(root, &p),
             None => p,
         }))
     }
@@ -175,7 +174,7 @@ impl ProcFs {
     /// The cgroup of `pid` exactly as this process's `/proc` shows it (relative to its own cgroup
     /// namespace).
     pub fn cgroup_as_shown(&self, pid: Pid) -> io::Result<Option<String>> {
-        Ok(self.read(pid, "cgroup")?.and_then(|t| parse_cgroup(&t)))
+        Ok(self.read(pid, "cgroup")?.and_then(|t| crate::cgroup::parse_proc_file(&t)))
     }
 }
 
@@ -235,53 +234,15 @@ impl CgroupReader {
             }
         }
         let text = std::str::from_utf8(&self.buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let Some(path) = cgroup_in(text) else { return Ok(None) };
+        let Some(path) = crate::cgroup::in_proc_file(text) else { return Ok(None) };
         Ok(Some(match &self.proc.cgroup_ns_root {
             Some(root) => {
-                self.joined = join_cgroup(root, path);
+                self.joined = crate::cgroup::join(root, path);
                 &self.joined
             }
             None => path,
         }))
     }
-}
-
-/// `rel` (a `/proc/PID/cgroup` path, maybe with leading `..`) below the cgroup `root`, normalized:
-/// `/a/b/c` + `/../../x` is `/a/x`. `..` never climbs above `/`.
-pub fn join_cgroup(root: &str, rel: &str) -> String {
-    let mut parts: Vec<&str> = root.split('/').filter(|c| !c.is_empty()).collect();
-    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
-        if c == ".." {
-            parts.pop();
-        } else {
-            parts.push(c);
-        }
-    }
-    format!("/{}", parts.join("/"))
-}
-
-/// Picks the cgroup path out of a `/proc/PID/cgroup` file: `0::PATH` (v2) first, else the v1
-/// hierarchy that carries the `cpu` controller.
-pub fn parse_cgroup(text: &str) -> Option<String> {
-    cgroup_in(text).map(str::to_string)
-}
-
-/// [`parse_cgroup`] without a copy.
-fn cgroup_in(text: &str) -> Option<&str> {
-    let mut v1_cpu = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        if id == "0" && ctrls.is_empty() {
-            return Some(path);
-        }
-        if ctrls.split(',').any(|c| c == "cpu") {
-            v1_cpu = Some(path);
-        }
-    }
-    v1_cpu
 }
 
 #[cfg(test)]
@@ -350,16 +311,5 @@ mod tests {
             CgroupReader::new(&ProcFs::default()).read(me).unwrap().map(str::to_string),
             ProcFs::default().cgroup(me).unwrap()
         );
-    }
-
-    #[test]
-    fn cgroup_prefers_unified_then_v1_cpu() {
-        let v2 = "0::/kubepods.slice/pod1/cri-abc\n";
-        assert_eq!(parse_cgroup(v2).as_deref(), Some("/kubepods.slice/pod1/cri-abc"));
-        let hybrid = "12:cpu,cpuacct:/docker/x\n1:name=systemd:/docker/x\n0::/docker/x2\n";
-        assert_eq!(parse_cgroup(hybrid).as_deref(), Some("/docker/x2"));
-        let v1 = "4:memory:/a\n3:cpuacct,cpu:/b\n";
-        assert_eq!(parse_cgroup(v1).as_deref(), Some("/b"));
-        assert_eq!(parse_cgroup("garbage"), None);
     }
 }

@@ -29,13 +29,13 @@ use crate::config::Config;
 use crate::engine::EngineError;
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, State};
+use crate::membership::{self, Liveness, State};
 use crate::policy::ContainerInput;
 use crate::policy::{Action, Decision};
-use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::procfs::{ProcFs, TaskId};
 use crate::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
 use crate::store::{Member, Store, Txn};
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 /// One scanned root.
 #[derive(Debug, Clone, Serialize)]
@@ -201,22 +201,23 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
                     continue;
                 }
             };
-            let task = match proc.task(pid) {
-                Ok(Some(t)) if t.start_time == c.start_time => t,
-                Ok(Some(_)) => {
+            let task = TaskId { pid, start_time: c.start_time };
+            match membership::liveness(proc, task) {
+                Liveness::Alive => {}
+                Liveness::Reused => {
                     out.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
                     continue;
                 }
-                Ok(None) => {
+                Liveness::Dead => {
                     out.skipped.push(skip(format!("dead: pid {pid} does not exist")));
                     continue;
                 }
-                Err(e) => {
+                Liveness::Unreadable(e) => {
                     out.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
                     out.unreadable += 1;
                     continue;
                 }
-            };
+            }
             match crate::policy::decide(&ContainerInput::from_runtime(&c), config) {
                 Ok(decision) => out.running.push(Running { c, root: root.path.clone(), task, decision }),
                 Err(e) => out.skipped.push(skip(e.to_string())),
@@ -392,10 +393,10 @@ pub fn rebuild<K: CoreSched>(
 fn oldest_live_start(store: &Store, proc: &ProcFs, group: &str) -> Result<Option<u64>, EngineError> {
     let mut oldest: Option<u64> = None;
     for m in store.members(group)? {
-        match membership::liveness(proc, membership::init_of(&m)) {
-            membership::Liveness::Alive => oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time))),
-            membership::Liveness::Dead | membership::Liveness::Reused => {}
-            membership::Liveness::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
+        match membership::liveness(proc, m.init()) {
+            Liveness::Alive => oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time))),
+            Liveness::Dead | Liveness::Reused => {}
+            Liveness::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
         }
     }
     Ok(oldest)

@@ -18,8 +18,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::kernel::CoreSched;
-use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::values::Cookie;
+use crate::procfs::{ProcFs, TaskId};
+use crate::values::{Cookie, Pid};
 
 /// The directory of receipts inside the state dir.
 pub const DIR: &str = "done";

@@ -26,9 +26,9 @@
 
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::kernel::CoreSched;
-use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store, Txn};
-use crate::values::Labels;
+use crate::values::{Labels, Pid};
 
 /// What a shim's `comm` starts with (`containerd-shim-runc-v2` shows as `containerd-shim`:
 /// `comm` keeps 15 bytes).
@@ -95,7 +95,7 @@ pub struct Wired {
 
 /// The shim's row when it names this very shim (a row of an earlier shim of the sandbox is not).
 fn row_of(store: &Store, sandbox: &str, shim: TaskId) -> Result<Option<crate::store::Member>, EngineError> {
-    Ok(store.member(&member_id(sandbox))?.filter(|r| r.pid == shim.pid && r.start_time == shim.start_time))
+    Ok(store.member(&member_id(sandbox))?.filter(|r| r.init() == shim))
 }
 
 /// The ensure checks the pid's identity itself; it must also be the one the proof named.

@@ -78,7 +78,7 @@ pub fn apply_backlog(state_dir: &Path, store: &Txn<'_>, proc: &ProcFs, min: usiz
             continue;
         };
         if let Some(m) = store.member(&id)? {
-            match crate::membership::liveness(proc, crate::membership::init_of(&m)) {
+            match crate::membership::liveness(proc, m.init()) {
                 Liveness::Alive => {
                     log::debug!("stopped container {id}: its id now names a live container (pid {}); kept", m.pid);
                 }

@@ -1,7 +1,10 @@
 //! Value types that more than one layer names, kept in a leaf so that naming one brings in no
-//! layer: a cookie's value, and what the cache records about a member besides its identity. The
+//! layer: a process id, a cookie's value, and what the cache records about a member besides its identity. The
 //! decision computes the labels ([`crate::policy::Decision::labels`]), the cache stores them and the
 //! kernel seam speaks cookies; none of them needs the others for that.
+
+/// A process or thread id as the host pid namespace sees it. `0` means "the calling thread".
+pub type Pid = i32;
 
 /// A core-scheduling cookie as `PR_SCHED_CORE_GET` reports it. `0` means "no cookie".
 pub type Cookie = u64;

@@ -8,7 +8,6 @@
 use std::io;
 
 use crate::error::FailureReason;
-use crate::procfs::Pid;
 
 mod relay;
 
@@ -19,7 +18,7 @@ use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::membership::{self, Liveness, State};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, StoreError, Txn};
-use crate::values::{Cookie, Labels};
+use crate::values::{Cookie, Labels, Pid};
 
 /// How many times a share is retried when its source member dies under it.
 const MAX_SOURCE_ATTEMPTS: usize = 4;
@@ -264,7 +263,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
                     if targets.is_empty() {
                         (src.cookie, Via::AlreadySet, Vec::new())
                     } else {
-                        let src_id = TaskId { pid: src.member.pid, start_time: src.member.start_time };
+                        let src_id = src.member.init();
                         match self.relay.share(src_id, src.cookie, &targets) {
                             Ok(()) => {}
                             Err(RelayError::SourceGone) => {
@@ -351,7 +350,7 @@ impl<'a, K: CoreSched> Engine<'a, K> {
             if targets.is_empty() {
                 return Ok((Some(src.cookie), Vec::new()));
             }
-            let src_id = membership::init_of(&src.member);
+            let src_id = src.member.init();
             match self.relay.share(src_id, src.cookie, &targets) {
                 Ok(()) => {}
                 Err(RelayError::SourceGone) => {

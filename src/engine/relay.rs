@@ -12,8 +12,8 @@
 
 use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::membership;
-use crate::procfs::{Pid, ProcFs, TaskId};
-use crate::values::Cookie;
+use crate::procfs::{ProcFs, TaskId};
+use crate::values::{Cookie, Pid};
 
 use super::{EngineError, kerr};
 

@@ -180,7 +180,7 @@ impl Stats {
 /// The follower's own CPU time, seconds (`/proc/self/stat` utime + stime).
 pub(super) fn own_cpu_seconds(proc: &crate::procfs::ProcFs) -> f64 {
     let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
-    proc.cpu_ticks(std::process::id() as crate::procfs::Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
+    proc.cpu_ticks(std::process::id() as crate::values::Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
 }
 
 pub(super) fn write_metrics(path: &std::path::Path, stats: &Stats) {

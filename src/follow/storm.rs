@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use crate::procfs::Pid;
+use crate::values::Pid;
 
 /// Children in a row, all read outside every member cgroup, that make a parent a storm.
 pub const STREAK: u32 = 64;

@@ -66,7 +66,7 @@ impl View {
         let mut idle = Vec::new();
         let mut gone = Vec::new();
         for m in members {
-            let init = membership::init_of(m);
+            let init = m.init();
             let liveness = membership::liveness(proc, init);
             if liveness.is_gone() {
                 gone.push(m.container_id.clone());
@@ -74,10 +74,10 @@ impl View {
             if !liveness.is_alive() {
                 continue;
             }
-            if let Some(cgroup) = membership::cgroup_key(m.labels.idle_cgroup.as_deref()) {
+            if let Some(cgroup) = crate::cgroup::key(m.labels.idle_cgroup.as_deref()) {
                 idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup });
             }
-            let Some(cgroup) = membership::cgroup_key(m.labels.cgroup.as_deref()) else {
+            let Some(cgroup) = crate::cgroup::key(m.labels.cgroup.as_deref()) else {
                 continue;
             };
             match kernel.get(m.pid) {

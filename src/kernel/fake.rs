@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::fake_file::{Acquired, SharedFile};
 use super::{Cookie, CoreSched, KernelError, Scope};
-use crate::procfs::Pid;
 use crate::procfs::ProcFs;
+use crate::values::Pid;
 
 /// What the fake kernel claims to support.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

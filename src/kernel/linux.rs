@@ -1,7 +1,7 @@
 //! The real kernel: the only module in the project that calls `prctl(PR_SCHED_CORE, …)`.
 
 use super::{Cookie, CoreSched, KernelError, Scope};
-use crate::procfs::Pid;
+use crate::values::Pid;
 
 /// `prctl(PR_SCHED_CORE)` on the running kernel.
 #[derive(Debug, Default, Clone, Copy)]

@@ -13,8 +13,7 @@ pub mod fake_file;
 
 use std::fmt;
 
-use crate::procfs::Pid;
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 /// Which tasks a CREATE or SHARE_TO applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,7 +77,7 @@ fn task_init_pid(id: &str, task_root: &Path) -> Option<i64> {
 /// `init.pid` of the sandbox), else the parent of the container's init, which the shim reaps.
 fn shim_proof(pod: &PodSandbox, init: i64, task_root: &Path) -> shim::Proof {
     let child = Some(pod.id.as_str()).filter(|id| !id.is_empty()).and_then(|id| task_init_pid(id, task_root));
-    shim::Proof::ChildOf(child.unwrap_or(init) as crate::procfs::Pid)
+    shim::Proof::ChildOf(child.unwrap_or(init) as crate::values::Pid)
 }
 
 /// The decision input of a running container (see the module header).
@@ -355,7 +355,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proc");
         let fp = crate::kernel::fake::FakeProc::new(&root).unwrap();
-        let me = std::process::id() as crate::procfs::Pid;
+        let me = std::process::id() as crate::values::Pid;
         fp.spawn(1, 1, 0, "/../../../..").unwrap();
         fp.spawn(me, 5, 0, "/").unwrap();
         fp.spawn(4240, 7, 0, "/../../pod1/c1").unwrap();

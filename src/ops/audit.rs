@@ -28,10 +28,10 @@ use crate::config::Config;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
 use crate::policy::Action;
-use crate::procfs::{Pid, ProcFs};
+use crate::procfs::ProcFs;
 use crate::runtimes::RuntimeRoot;
 use crate::store::{Member, Store};
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 use super::OpsError;
 
@@ -149,7 +149,7 @@ pub fn audit<K: CoreSched>(
     for m in &members {
         match membership::state(proc, kernel, m) {
             State::Alive(cookie) => {
-                live.push(Live { member: m, key: membership::cgroup_key(m.labels.cgroup.as_deref()), cookie })
+                live.push(Live { member: m, key: crate::cgroup::key(m.labels.cgroup.as_deref()), cookie })
             }
             State::CookieUnreadable(e) if e.is_unsupported() => return Err(OpsError::Kernel { pid: m.pid, source: e }),
             _ => {}
@@ -211,7 +211,7 @@ pub fn audit<K: CoreSched>(
     let mut cleared: Vec<(String, String)> = Vec::new();
     for r in &scan.running {
         if r.decision.action == Action::Clear
-            && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| membership::cgroup_key(Some(&c)))
+            && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| crate::cgroup::key(Some(&c)))
         {
             cleared.push((key, r.c.id.clone()));
         }

@@ -93,8 +93,8 @@ pub fn update(store: &Txn<'_>, proc: &ProcFs, cgroup_root: &Path) -> Result<Forc
         let members = store.all_members()?;
         let live: Vec<_> = members
             .iter()
-            .filter(|m| matches!(membership::liveness(proc, membership::init_of(m)), Liveness::Alive))
-            .filter_map(|m| Some((membership::cgroup_key(m.labels.cgroup.as_deref())?, m)))
+            .filter(|m| matches!(membership::liveness(proc, m.init()), Liveness::Alive))
+            .filter_map(|m| Some((cgroup::key(m.labels.cgroup.as_deref())?, m)))
             .collect();
         let mut counted = std::collections::BTreeSet::new();
         for (key, m) in &live {

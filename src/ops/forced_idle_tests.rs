@@ -27,7 +27,7 @@ impl World {
             .unwrap();
     }
 
-    fn join(&self, id: &str, group: &str, pid: crate::procfs::Pid, cgroup: &str) {
+    fn join(&self, id: &str, group: &str, pid: crate::values::Pid, cgroup: &str) {
         self.fp.spawn(pid, 100, 0, cgroup).unwrap();
         let labels = Labels { cgroup: Some(cgroup.into()), ..Default::default() };
         self.store

@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::membership::{self, Liveness};
-use crate::procfs::Pid;
 use crate::procfs::ProcFs;
 use crate::store::{StoreError, Txn};
+use crate::values::Pid;
 
 /// Why a member was removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,7 +112,7 @@ fn collect(store: &Txn<'_>, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> R
         if only.is_some_and(|ids| !ids.contains(&m.container_id)) {
             continue;
         }
-        let reason = match membership::liveness(proc, membership::init_of(&m)) {
+        let reason = match membership::liveness(proc, m.init()) {
             Liveness::Dead => GcReason::Dead,
             Liveness::Alive => continue,
             Liveness::Reused => GcReason::Reused,

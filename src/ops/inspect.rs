@@ -3,12 +3,11 @@
 
 use serde::Serialize;
 
-use crate::procfs::Pid;
-
 use super::OpsError;
 use crate::kernel::{CookieHex, CoreSched};
-use crate::procfs::{ProcFs, TaskId};
+use crate::procfs::ProcFs;
 use crate::store::Store;
+use crate::values::Pid;
 
 /// One thread's cookie.
 #[derive(Debug, Serialize)]
@@ -78,7 +77,7 @@ pub fn inspect<K: CoreSched>(
         let group_members =
             store.members(&m.group)?.into_iter().map(|o| o.container_id).filter(|id| *id != m.container_id).collect();
         container = Some(CachedContainer {
-            same_process: TaskId { pid, start_time: m.start_time } == me,
+            same_process: m.init() == me,
             group_force_idle_seconds: force_idle.of(&m.group),
             id: m.container_id,
             group: m.group,

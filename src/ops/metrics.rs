@@ -200,9 +200,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
-    use crate::procfs::Pid;
     use crate::store::Member;
-    use crate::values::Labels;
+    use crate::values::{Labels, Pid};
 
     fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
         Member {

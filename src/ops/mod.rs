@@ -10,9 +10,9 @@ pub mod rebuild;
 pub mod reconcile;
 
 use crate::kernel::KernelError;
-use crate::procfs::Pid;
 use crate::state_dir::DirError;
 use crate::store::StoreError;
+use crate::values::Pid;
 
 /// Why an operator command's read of the cache or of a process failed.
 #[derive(Debug, thiserror::Error)]

@@ -30,9 +30,9 @@ use crate::engine::{Adopted, Engine, EngineError, Relay, kerr};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
 use crate::membership::{self, State};
-use crate::procfs::{Pid, ProcFs, TaskId};
+use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store, Txn};
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -175,7 +175,7 @@ impl ReconcileReport {
     }
 }
 
-/// A member whose init was verified, with its cgroup key ([`membership::cgroup_key`]) and its cookie.
+/// A member whose init was verified, with its cgroup key ([`cgroup::key`]) and its cookie.
 struct LiveMember<'m> {
     member: &'m Member,
     key: Option<String>,
@@ -284,7 +284,7 @@ pub fn reconcile_groups<K: CoreSched>(
             }
             State::Alive(cookie) => {
                 r.cookie = Some(CookieHex(cookie).to_string());
-                live.push(LiveMember { member: m, key: membership::cgroup_key(m.labels.cgroup.as_deref()), cookie });
+                live.push(LiveMember { member: m, key: cgroup::key(m.labels.cgroup.as_deref()), cookie });
             }
             State::Gone(_) => r.status = MemberStatus::Dead,
             State::Unreadable(e) => {
@@ -363,7 +363,7 @@ pub fn reconcile_groups<K: CoreSched>(
             r.fixed = todo.iter().map(|(t, old)| fixed(t, *old)).collect();
             continue;
         }
-        let src = membership::init_of(m);
+        let src = m.init();
         let targets: Vec<TaskId> = todo.iter().map(|(t, _)| *t).collect();
         match relay.adopt(src, l.cookie, &targets) {
             Ok(results) => {

@@ -2,9 +2,8 @@
 
 use crate::kernel::fake::{FakeKernel, FakeProc};
 use crate::kernel::{CoreSched, Scope};
-use crate::procfs::Pid;
 use crate::store::{Member, Store};
-use crate::values::Labels;
+use crate::values::{Labels, Pid};
 
 struct Seeded {
     _dir: tempfile::TempDir,

@@ -14,11 +14,11 @@ use crate::kernel::linux::Linux;
 use crate::kernel::{CoreSched, Scope};
 use crate::oci_state::State;
 use crate::policy::Decision;
-use crate::procfs::{Pid, ProcFs};
+use crate::procfs::ProcFs;
 use crate::state_dir::StateDir;
 use crate::store::{Member, Store};
 use crate::system::System;
-use crate::values::Cookie;
+use crate::values::{Cookie, Pid};
 
 /// Which kernel a world uses.
 pub enum Kernel {

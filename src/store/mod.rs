@@ -13,8 +13,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, params};
 
 use crate::error::{Chain, FailureReason};
-use crate::procfs::Pid;
-use crate::values::{Cookie, Labels};
+use crate::procfs::TaskId;
+use crate::values::{Cookie, Labels, Pid};
 
 mod force_idle;
 mod format;
@@ -132,6 +132,12 @@ impl Member {
             created_at: 0,
             updated_at: 0,
         }
+    }
+
+    /// Its recorded init: the pid and the start time recorded with it (what liveness compares
+    /// with `/proc`, [`crate::membership::liveness`]).
+    pub fn init(&self) -> TaskId {
+        TaskId { pid: self.pid, start_time: self.start_time }
     }
 }
 
