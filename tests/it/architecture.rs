@@ -8,7 +8,10 @@
 //! * exactly one file calls `prctl`;
 //! * only `membership` decides whether a cached member is alive (a recorded identity compared
 //!   with `/proc`) and which member owns a cgroup (`cgroup::within`);
-//! * ARCHITECTURE.md's module map names every module.
+//! * the decision (`policy`) names no storage type, the cache (`store`) no kernel call, and the
+//!   value types they share sit in a leaf (`values`);
+//! * ARCHITECTURE.md's module map names every module, and every `.rs` file and every item it
+//!   names as a path (`module::item`, `Type::member`) exists in the source.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -165,4 +168,111 @@ fn architecture_md_maps_every_module() {
         .cloned()
         .collect();
     assert!(missing.is_empty(), "ARCHITECTURE.md's module map lacks {missing:?}");
+}
+
+#[test]
+fn the_decision_names_no_storage_and_the_cache_no_kernel() {
+    let g = graph();
+    let policy = &g["policy"];
+    assert!(!policy.contains("store") && !policy.contains("session"), "policy.rs names the cache: {policy:?}");
+    let store = &g["store"];
+    assert!(!store.contains("kernel"), "the cache names the kernel seam: {store:?}");
+    assert!(g["values"].is_empty(), "values.rs is a leaf: {:?}", g["values"]);
+}
+
+/// The `.rs` files ARCHITECTURE.md names (relative to the repository or to `src/`) and the items
+/// it names as a path (`module::item`, `module::Type::member`, `Type::member`), each as written.
+fn named_in_architecture_md() -> (Vec<String>, Vec<String>) {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let (mut files, mut paths) = (BTreeSet::new(), BTreeSet::new());
+    for (i, span) in doc.split('`').enumerate() {
+        if i % 2 == 0 || span.contains(char::is_whitespace) {
+            continue;
+        }
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        if span.ends_with(".rs") && span.chars().all(|c| word(c) || "./-".contains(c)) {
+            files.insert(span.to_string());
+        }
+        let path = span.strip_suffix("()").unwrap_or(span);
+        let segments: Vec<&str> = path.split("::").collect();
+        if segments.len() > 1
+            && !matches!(segments[0], "std" | "libc" | "rusqlite" | "serde" | "clap" | "nix" | "rustix")
+            && segments
+                .iter()
+                .all(|s| !s.is_empty() && s.chars().all(word) && !s.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            paths.insert(path.to_string());
+        }
+    }
+    (files.into_iter().collect(), paths.into_iter().collect())
+}
+
+/// Whether `text` (production code) defines `name`: an item, a field, an enum variant or an
+/// associated const or fn.
+fn defines(text: &str, name: &str) -> bool {
+    let item = ["fn", "struct", "enum", "trait", "type", "const", "static", "mod"]
+        .iter()
+        .any(|kw| text.match_indices(&format!("{kw} {name}")).any(|(i, m)| ends_word(text, i + m.len())));
+    let member = text.lines().map(str::trim).any(|l| {
+        let l = l.strip_prefix("pub ").or_else(|| l.strip_prefix("pub(crate) ")).unwrap_or(l);
+        l.strip_prefix(name).is_some_and(|rest| rest.starts_with([':', '(', ',', ' ', '{']) && !rest.starts_with("::"))
+    });
+    let reexport = text.lines().map(str::trim).filter(|l| l.starts_with("pub use ")).any(|l| {
+        l.match_indices(name).any(|(i, _)| {
+            ends_word(l, i + name.len()) && !l[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        })
+    });
+    item || member || reexport
+}
+
+fn ends_word(text: &str, at: usize) -> bool {
+    text[at..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// Methods a derive provides, which no source file defines.
+const DERIVED: [&str; 1] = ["Cli::command"];
+
+#[test]
+fn every_file_and_item_architecture_md_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let production: BTreeMap<String, String> =
+        files.iter().map(|(rel, text)| (rel.clone(), production(text))).collect();
+    let module_text = |segments: &[&str]| -> Option<String> {
+        let base = segments.join("/");
+        [format!("{base}.rs"), format!("{base}/mod.rs")].iter().find_map(|f| production.get(f).cloned())
+    };
+    let all: String = production.values().cloned().collect::<Vec<_>>().join("\n");
+    let (named_files, named_paths) = named_in_architecture_md();
+    assert!(
+        named_files.len() > 30 && named_paths.len() > 30,
+        "the scan found too little: {named_files:?} {named_paths:?}"
+    );
+    let mut stale = Vec::new();
+    // A bare file name (in a directory's row of the module map) is a file somewhere below `src/`.
+    let somewhere = |f: &str| !f.contains('/') && files.iter().any(|(rel, _)| rel.rsplit('/').next() == Some(f));
+    for f in &named_files {
+        if !root.join(f).is_file() && !src().join(f).is_file() && !somewhere(f) {
+            stale.push(format!("file `{f}`"));
+        }
+    }
+    for p in named_paths.iter().filter(|p| !DERIVED.contains(&p.as_str())) {
+        let segments: Vec<&str> = p.split("::").collect();
+        // The longest prefix that is a module of the crate; the rest is defined there.
+        let found = (1..segments.len()).rev().find_map(|n| Some((module_text(&segments[..n])?, &segments[n..])));
+        let ok = match found {
+            Some((text, rest)) => rest.iter().all(|name| defines(&text, name)),
+            // `Type::member`: the type and the member are defined somewhere in the crate.
+            None if segments[0].starts_with(|c: char| c.is_ascii_uppercase()) => {
+                segments.iter().all(|name| defines(&all, name))
+            }
+            // Another crate's path (`oci_spec::…`): not ours to check.
+            None => true,
+        };
+        if !ok {
+            stale.push(format!("`{p}`"));
+        }
+    }
+    assert!(stale.is_empty(), "ARCHITECTURE.md names what the code does not have: {stale:#?}");
 }
