@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use oci_coresched_hook::cli::Cli;
+use oci_coresched_hook::cli::args::Cli;
 
 const NAME: &str = "oci-coresched-hook";
 

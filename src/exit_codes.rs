@@ -1,6 +1,6 @@
 //! How a run ends: the three exit codes every command uses, the text `--help` shows for them, and
 //! the conversion `main` applies once. Nothing else in the crate exits the process (clap's own
-//! usage errors come back here too, through [`crate::cli::Cli::from_env`]).
+//! usage errors come back here too, through [`crate::cli::args::Cli::from_env`]).
 
 /// The exit status of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //! group, so that tenants never share a physical core's SMT siblings while containers of one group
 //! still can. ARCHITECTURE.md maps the modules and their rules.
 
-pub mod app;
 pub mod bundle;
 pub mod cgroup;
 pub mod cgroup_ns;

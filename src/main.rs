@@ -3,5 +3,5 @@
 //! open), 1 failed, 2 usage or unreadable input.
 
 fn main() -> std::process::ExitCode {
-    oci_coresched_hook::app::main().into()
+    oci_coresched_hook::cli::main().into()
 }

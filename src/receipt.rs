@@ -14,11 +14,12 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::kernel::CoreSched;
 use crate::procfs::{ProcFs, TaskId};
+use crate::state_dir::StateDir;
 use crate::values::{Cookie, Pid};
 
 /// The directory of receipts inside the state dir.
@@ -71,37 +72,25 @@ impl Receipt {
     }
 }
 
-/// Creates (or truncates) the file `name` in `dir` (mode 0600, no symlink followed), creating
-/// `dir` (0700) when it is missing: the one way the state dir's `done/` and `stopped/` files are
-/// made.
-pub fn create_in(dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
-    let open = || {
-        OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(dir.join(name))
-    };
-    match open() {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-            open()
-        }
-        other => other,
-    }
-}
-
 /// Writes the receipt of `container_id` (the caller holds the lock and has committed the row).
 pub fn write(state_dir: &Path, container_id: &str, receipt: &Receipt) -> std::io::Result<()> {
     // A reader never runs while its own container's createRuntime writes: a torn file can only be
     // one that fails to parse, which sends the reader down the full path.
-    create_in(&state_dir.join(DIR), container_id)?.write_all(receipt.render().as_bytes())
+    crate::state_dir::create_in(&state_dir.join(DIR), container_id)?.write_all(receipt.render().as_bytes())
+}
+
+/// Records the receipt of an ensure of `container_id` into `group` that just committed (the
+/// caller still holds the lock): its init `pid` as `/proc` shows it now, the `cookie`, and the
+/// cache file's identity. Best effort: without it, the next stage takes the full path.
+pub fn record(proc: &ProcFs, dir: &StateDir, container_id: &str, group: &str, pid: Pid, cookie: Cookie) {
+    let written = proc.task(pid).and_then(|init| {
+        let init = init.ok_or_else(|| std::io::Error::other(format!("pid {pid} is gone")))?;
+        let cache = cache_identity(&dir.db_path())?;
+        write(dir.path(), container_id, &Receipt { group: group.to_string(), init, cookie, cache })
+    });
+    if let Err(e) = written {
+        log::debug!("failed to write the receipt of container {container_id}: {e}");
+    }
 }
 
 /// Removes the receipt of `container_id`, if any.

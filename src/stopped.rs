@@ -20,7 +20,7 @@ pub const DIR: &str = "stopped";
 /// Records that `container_id` stopped (the caller checked the state dir; no lock is needed: the
 /// file's existence is the whole record).
 pub fn record(state_dir: &Path, container_id: &str) -> std::io::Result<()> {
-    crate::receipt::create_in(&state_dir.join(DIR), container_id).map(drop)
+    crate::state_dir::create_in(&state_dir.join(DIR), container_id).map(drop)
 }
 
 /// What [`apply`] did; [`Applied::finish`] removes the files once the transaction committed.

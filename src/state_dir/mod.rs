@@ -165,6 +165,32 @@ pub fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// Creates (or truncates) the file `name` in `dir` (mode 0600, no symlink followed), creating
+/// `dir` (0700) when it is missing: the one way the state dir's `done/` and `stopped/` files are
+/// made.
+pub fn create_in(dir: &Path, name: &str) -> std::io::Result<std::fs::File> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(dir.join(name))
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            open()
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ fn assert_said_once(what: &str, rendered: &str) {
     }
 }
 
-/// `{:#}` through anyhow, as `app::print_error` and the fail-open warning render errors.
+/// `{:#}` through anyhow, as `cli::print_error` and the fail-open warning render errors.
 fn chain<E: std::error::Error + Send + Sync + 'static>(e: E) -> String {
     format!("{:#}", anyhow::Error::new(e))
 }

@@ -21,7 +21,7 @@ const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 /// Strings only feature code puts in a binary, each with where it comes from.
 const FORBIDDEN: [(&str, &str); 8] = [
     ("OCH_FAKE_KERNEL", "kernel::system, feature fake-kernel"),
-    ("OCH_FAKE_CGROUP_ROOT", "app::cgroup_root, feature fake-kernel"),
+    ("OCH_FAKE_CGROUP_ROOT", "cgroup::root, feature fake-kernel"),
     ("OCH_FAKE_RUNTIME_ROOTS", "runtimes::RuntimeRoot::of_this_process, feature fake-kernel"),
     ("och-fake-kernel gen=", "kernel/fake_file.rs, feature fake-kernel"),
     ("is not a fake kernel state", "kernel/fake_file.rs, feature fake-kernel"),

@@ -1,24 +1,24 @@
-//! The commands behind the CLI: loads the config, sets up logging, runs a command and maps the
-//! result to an [`ExitCode`] ([`crate::exit_codes`]). Errors are printed once, here.
+//! The command line: parses it ([`args`]), loads the config, sets up logging, runs a command
+//! ([`crate::commands`], the hook, the NRI plugin) and maps the result to an [`ExitCode`]
+//! ([`crate::exit_codes`]). Errors are printed once, here.
+
+pub mod args;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
-use crate::engine::RelayOn;
 use crate::exit_codes::ExitCode;
-use crate::hook::{self, Done};
-use crate::kernel::CookieHex;
+use crate::hook;
 use crate::logging;
 use crate::oci_state::{self, State};
-use crate::policy::{self, Action};
-use crate::shim;
+use crate::policy;
 use crate::state_dir::choice::{self, ThisProcess};
 use crate::system::{Surroundings, System};
+use args::{Cli, Command};
 
 fn print_error(err: &anyhow::Error) {
     eprintln!("oci-coresched-hook: error: {err:#}");
@@ -146,6 +146,8 @@ fn run_command(cli: Cli) -> ExitCode {
     }
 }
 
+/// The `hook` command: the pipeline and its failure policy are the hook's
+/// ([`hook::verdict`]); the error it returns is printed here, once.
 fn run_hook(
     cli: &Cli,
     config: &Config,
@@ -153,143 +155,18 @@ fn run_hook(
     stage: Option<hook::Stage>,
     state_file: Option<&Path>,
 ) -> ExitCode {
-    let manual = state_file.is_some();
-    let state = match read_input(state_file) {
-        Ok(s) => s,
-        Err(e) if manual => {
-            print_error(&e);
-            return ExitCode::Usage;
-        }
-        Err(e) => return fail(config, e),
-    };
-    crate::timing::mark("state");
-    if let Some(e) = config_error {
-        return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)));
+    let verdict = hook::verdict::run(hook::verdict::Invocation {
+        state: read_input(state_file),
+        stage,
+        config,
+        config_error,
+        state_dir: cli.state_dir.as_deref(),
+        manual: state_file.is_some(),
+    });
+    if let Some(e) = &verdict.error {
+        print_error(e);
     }
-    let decision = match hook::input(&state, stage).and_then(|i| Ok(policy::decide(&i, config)?)) {
-        Ok(d) => d,
-        Err(e) if manual => {
-            print_error(&e.into());
-            return ExitCode::Usage;
-        }
-        Err(e) => return fail(config, e.into()),
-    };
-    crate::timing::mark("decision + bundle");
-    // One stable line per run: `decision <the explain JSON>`; tests and admins grep for it.
-    if decision.action != Action::Skip {
-        log::info!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
-    } else {
-        log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
-    }
-    let state_dir = match choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
-        Ok(dir) => dir,
-        // A skip never opens the state dir.
-        Err(_) if decision.action == Action::Skip => PathBuf::new(),
-        Err(e) => {
-            let err = anyhow::Error::new(e).context(format!("container {}", decision.container_id));
-            if manual {
-                print_error(&err);
-                return ExitCode::Failure;
-            }
-            return fail(config, err);
-        }
-    };
-    let sys = System::new(Surroundings::of_this_process(state_dir));
-    // The runtime that runs the hook is its parent: its own parent may be the pod's shim.
-    let runtime = std::os::unix::process::parent_id() as crate::values::Pid;
-    let result = hook::run_with(&decision, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(runtime));
-    crate::timing::mark("cache close + unlock");
-    match result {
-        Ok(done) => {
-            report(&decision, &done);
-            match done {
-                Done::EnsuredThenFailed { outcome, error } => {
-                    failed_after_ensure(config, manual, &decision, &outcome, error)
-                }
-                _ => ExitCode::Success,
-            }
-        }
-        Err(e) if manual => {
-            // A manual run has no container to protect: show the failure, whatever fail_closed says.
-            print_error(&e.into());
-            ExitCode::Failure
-        }
-        Err(e) => fail(config, e.into()),
-    }
-}
-
-fn report(d: &crate::policy::Decision, done: &Done) {
-    let id = &d.container_id;
-    let group = d.group().unwrap_or("-");
-    match done {
-        Done::Skipped => log::debug!("container {id}: skipped: {}", d.reason),
-        Done::Ensured(o) | Done::EnsuredThenFailed { outcome: o, .. } => {
-            let via = match &o.via {
-                crate::engine::Via::Created => "created".into(),
-                crate::engine::Via::Shared(from) => format!("shared from {from}"),
-                crate::engine::Via::AlreadySet => "already set".into(),
-            };
-            log::info!(
-                "container {id} (pid {}): group {group}, cookie {} ({via}; {})",
-                d.pid.unwrap_or(0),
-                CookieHex(o.cookie),
-                d.reason
-            );
-            if !o.converged.is_empty() {
-                log::warn!(
-                    "group {group} had members on another cookie; moved {} to {}",
-                    o.converged.join(", "),
-                    CookieHex(o.cookie)
-                );
-            }
-            if let Some(old) = &o.left {
-                log::info!("container {id} moved from group {old} to {group}");
-            }
-        }
-        Done::Cleared(_) => log::info!("container {id} (pid {}): cookie cleared ({})", d.pid.unwrap_or(0), d.reason),
-        Done::Forgot(m) => match m {
-            Some(m) => log::info!("container {id} stopped: removed from group {}", m.group),
-            None => log::debug!("container {id} stopped: it was not in the cache"),
-        },
-        Done::StopRecorded => {
-            log::debug!("container {id} stopped: recorded; the next opener of the cache removes its row")
-        }
-    }
-}
-
-/// A step after the cookie was set and recorded failed (`cpu.idle`): the container is protected,
-/// so failing open says what it keeps. Fail closed (or a manual run) → exit 1.
-fn failed_after_ensure(
-    config: &Config,
-    manual: bool,
-    d: &crate::policy::Decision,
-    outcome: &crate::engine::EnsureOutcome,
-    error: hook::HookError,
-) -> ExitCode {
-    let err = anyhow::Error::new(error).context(format!("container {}", d.container_id));
-    if manual || config.fail_closed {
-        print_error(&err);
-        return ExitCode::Failure;
-    }
-    log::warn!(
-        "{err:#} (failing open: it keeps cookie {} of group {}, without cpu.idle; set fail_closed = true to refuse it)",
-        CookieHex(outcome.cookie),
-        d.group().unwrap_or("-")
-    );
-    ExitCode::Success
-}
-
-/// Applies the failure policy: fail closed → exit 1; fail open → log and exit 0.
-fn fail(config: &Config, err: anyhow::Error) -> ExitCode {
-    if config.fail_closed {
-        print_error(&err);
-        ExitCode::Failure
-    } else {
-        log::warn!(
-            "{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)"
-        );
-        ExitCode::Success
-    }
+    verdict.code
 }
 
 /// Runs an operator command in the state dir that `--state-dir` names or

@@ -3,6 +3,7 @@
 use super::*;
 use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
 use crate::oci_state::parse_state;
+use crate::state_dir::StateDir;
 use crate::store::Store;
 
 struct Env {

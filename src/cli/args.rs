@@ -38,7 +38,7 @@ pub struct Cli {
 
 impl Cli {
     /// Parses the process's command line. `Err` is clap's usage error, or its `--help` /
-    /// `--version` text, for [`crate::app::main`] to print and exit with.
+    /// `--version` text, for [`crate::cli::main`] to print and exit with.
     pub fn from_env() -> Result<Self, clap::Error> {
         crate::timing::mark("start");
         let args: Vec<OsString> = std::env::args_os().collect();
