@@ -146,7 +146,7 @@ pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyho
         Err(e) => log::warn!("failed to read {}: {e}", follow.display()),
     }
     match output {
-        Some(path) => ops::metrics::write_atomic(path, &text)
+        Some(path) => crate::textfile::write(path, &text)
             .with_context(|| format!("failed to write metrics to {}", path.display()))?,
         None => print_out(&text),
     }
@@ -268,6 +268,6 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     let report = session.write(&Refill::of(sys, config), 1, |store| {
         crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config, crate::rebuild::Fill::All)
     })?;
-    print_out(&if as_json { json(&report)? } else { ops::rebuild::render(&report) });
+    print_out(&if as_json { json(&report)? } else { report.render() });
     Ok(())
 }

@@ -35,6 +35,7 @@ pub mod state_dir;
 pub mod stopped;
 pub mod store;
 pub mod system;
+pub mod textfile;
 pub mod timing;
 pub mod values;
 

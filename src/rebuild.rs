@@ -227,6 +227,46 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
     out
 }
 
+impl RebuildReport {
+    /// The text form of a self.
+    pub fn render(&self) -> String {
+        let present = self.roots.iter().filter(|r| r.present).count();
+        let groups: BTreeSet<&str> = self.members.iter().map(|m| m.group.as_str()).collect();
+        let mut s = format!(
+            "rebuild: scanned {} runtime roots ({present} present); recorded {} containers in {} groups; {} skipped; {} groups with more than one cookie\n",
+            self.roots.len(),
+            self.members.len(),
+            groups.len(),
+            self.skipped.len(),
+            self.conflicts.len()
+        );
+        for r in &self.roots {
+            let what = if r.present { format!("{} containers", r.containers) } else { "absent".into() };
+            s.push_str(&format!("  {} root {}: {what}\n", r.kind.name(), r.path.display()));
+        }
+        if !self.members.is_empty() {
+            s.push_str(&format!("{:<40} {:<20} {:>8} COOKIE\n", "GROUP", "CONTAINER", "PID"));
+            for m in &self.members {
+                let id: String = m.id.chars().take(20).collect();
+                s.push_str(&format!("{:<40} {:<20} {:>8} {}\n", m.group, id, m.pid, m.cookie));
+            }
+        }
+        for k in &self.skipped {
+            s.push_str(&format!("skipped {} ({}): {}\n", k.id, k.root.display(), k.reason));
+        }
+        for c in &self.conflicts {
+            let who: Vec<String> = c.members.iter().map(|(id, ck)| format!("{id}={ck}")).collect();
+            s.push_str(&format!(
+                "WARNING: group {} has {} cookies among live members ({}); the next ensure converges it\n",
+                c.group,
+                c.cookies.len(),
+                who.join(", ")
+            ));
+        }
+        s
+    }
+}
+
 /// Scans `roots` and records every running container as a member of its group. See the module
 /// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
 /// kernel without core scheduling.
@@ -401,3 +441,7 @@ fn oldest_live_start(store: &Store, proc: &ProcFs, group: &str) -> Result<Option
     }
     Ok(oldest)
 }
+
+#[cfg(test)]
+#[path = "rebuild_tests.rs"]
+mod tests;

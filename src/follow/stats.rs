@@ -184,7 +184,7 @@ pub(super) fn own_cpu_seconds(proc: &crate::procfs::ProcFs) -> f64 {
 }
 
 pub(super) fn write_metrics(path: &std::path::Path, stats: &Stats) {
-    if let Err(e) = crate::ops::metrics::write_atomic(path, &stats.render()) {
+    if let Err(e) = crate::textfile::write(path, &stats.render()) {
         log::debug!("reconcile --follow: failed to write {}: {e}", path.display());
     }
 }

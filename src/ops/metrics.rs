@@ -7,8 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::Path;
 
 use crate::kernel::{CookieHex, CoreSched};
 use crate::membership::{self, State};
@@ -163,41 +161,11 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
     Ok(out)
 }
 
-/// Writes `text` to `path` atomically for a textfile collector: a temporary file in the same
-/// directory (whose name does not end in `.prom`, so it is never collected half-written), fsync,
-/// mode 0644, rename over `path`, then fsync of the directory.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "metrics path has no file name"))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
-        // The umask may have narrowed the mode; the collector (often another user) must read it.
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    };
-    let result = write();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::io::Write as _;
+
     use crate::kernel::Scope;
     use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
     use crate::store::Member;
@@ -554,20 +522,5 @@ print(json.dumps(out))
             m.group, m.cookie
         );
         assert!(text.contains(&want), "{want}\n{text}");
-    }
-
-    #[test]
-    fn write_atomic_replaces_the_file_with_mode_0644() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("coresched.prom");
-        write_atomic(&path, "a 1\n").unwrap();
-        write_atomic(&path, "b 2\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "b 2\n");
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, ["coresched.prom"], "no temporary file is left behind");
-        // A missing directory is an error, and leaves nothing behind.
-        assert!(write_atomic(&dir.path().join("nope/x.prom"), "c 3\n").is_err());
     }
 }

@@ -6,7 +6,6 @@ pub mod gc;
 pub mod inspect;
 pub mod list;
 pub mod metrics;
-pub mod rebuild;
 pub mod reconcile;
 
 use crate::kernel::KernelError;

@@ -10,7 +10,6 @@ use serde_json::Value;
 use super::*;
 use crate::config::Config;
 use crate::ops::test_world::World;
-use crate::rebuild::{Fill, rebuild};
 use crate::runtimes::RuntimeRoot;
 use crate::store::Member;
 
@@ -125,7 +124,7 @@ fn running_containers_are_recorded_with_their_cookies_and_groups() {
     assert_eq!(cached[1].labels.container_name.as_deref(), Some("web"));
     assert!(w.store.member("cnone").unwrap().is_none());
 
-    let text = render(&r);
+    let text = r.render();
     assert!(text.contains("recorded 3 containers in 1 groups"), "{text}");
     assert!(text.contains("WARNING: group default/web has 2 cookies"), "{text}");
 
@@ -162,7 +161,7 @@ fn unreadable_reused_duplicate_and_missing_are_reported() {
     assert_eq!(r.members.len(), 1);
     assert_eq!(r.roots[0].containers, 4, "directories only");
     assert!(!r.roots[2].present);
-    assert!(render(&r).contains("crun root"));
+    assert!(r.render().contains("crun root"));
     assert!(r.conflicts.is_empty());
 }
 
@@ -213,7 +212,7 @@ fn a_container_without_a_cookie_is_reported_not_recorded_in_a_guessed_group() {
     let why = skipped(&r, "r2");
     assert!(why.contains("holds no cookie: not recorded") && why.contains("default/web"), "{why}");
     assert!(w.store.member("r2").unwrap().is_none());
-    assert!(render(&r).contains("recorded 1 containers in 1 groups"), "{}", render(&r));
+    assert!(r.render().contains("recorded 1 containers in 1 groups"), "{}", r.render());
 }
 
 /// Filling in what a cache lacks: rows it has stay as they are (even where the runtimes' state
