@@ -95,6 +95,48 @@ pub fn state<K: CoreSched>(proc: &ProcFs, kernel: &K, m: &Member) -> State {
     }
 }
 
+/// A cached member whose init is the recorded process, with the cookie a GET found on it (0:
+/// none) and the cgroup it is known by ([`cgroup::key`]).
+#[derive(Debug)]
+pub struct Live<'m> {
+    /// The member.
+    pub member: &'m Member,
+    /// The cookie on its init.
+    pub cookie: Cookie,
+    /// Its cgroup key, when it has a usable one.
+    pub key: Option<String>,
+}
+
+/// A member as [`live_members`] found it: its [`State`], the live one with its cgroup key.
+#[derive(Debug)]
+pub enum Seen<'m> {
+    /// Alive, with its cookie and cgroup key.
+    Live(Live<'m>),
+    /// Its init is dead or its pid reused: it may be dropped.
+    Gone(&'m Member, Liveness),
+    /// `/proc` could not be read for its init.
+    Unreadable(&'m Member, io::Error),
+    /// Its init is the recorded process but its cookie could not be read.
+    CookieUnreadable(&'m Member, KernelError),
+}
+
+/// Each of `members`, in order, as the kernel shows it now ([`state`]): the live ones with their
+/// cookie and cgroup key. The one walk over cached members that the engine, `reconcile`, the
+/// audit and the follower's view take; each decides what a member that is not live means to it.
+pub fn live_members<'m, K: CoreSched>(proc: &ProcFs, kernel: &K, members: &'m [Member]) -> Vec<Seen<'m>> {
+    members
+        .iter()
+        .map(|m| match state(proc, kernel, m) {
+            State::Alive(cookie) => {
+                Seen::Live(Live { member: m, cookie, key: cgroup::key(m.labels.cgroup.as_deref()) })
+            }
+            State::Gone(how) => Seen::Gone(m, how),
+            State::Unreadable(e) => Seen::Unreadable(m, e),
+            State::CookieUnreadable(e) => Seen::CookieUnreadable(m, e),
+        })
+        .collect()
+}
+
 /// The owner of a process whose own cgroup is `cg` among `candidates`, each a member's cgroup key
 /// ([`cgroup::key`]), its group and the caller's handle: the candidate with the most specific
 /// cgroup containing `cg`; `None` when none contains it or when members of different groups share
@@ -113,6 +155,12 @@ pub fn owner<'a, T>(cg: &str, candidates: impl IntoIterator<Item = (&'a str, &'a
         }
     }
     if ambiguous { None } else { best.map(|(_, _, item)| item) }
+}
+
+/// Whether the live members known by the cgroup `key` belong to more than one group: then none
+/// of them owns it ([`owner`]'s rule), and no process in it gets either group's cookie.
+pub fn shared(key: &str, live: &[Live<'_>]) -> bool {
+    owner(key, live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), ())))).is_none()
 }
 
 /// [`owner`] for many lookups: the members' cgroup keys indexed once, then each lookup walks up the

@@ -29,7 +29,7 @@ use crate::config::Config;
 use crate::engine::EngineError;
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, Liveness, State};
+use crate::membership::{self, Liveness, Seen, State};
 use crate::policy::ContainerInput;
 use crate::policy::{Action, Decision};
 use crate::procfs::{ProcFs, TaskId};
@@ -358,7 +358,7 @@ pub fn rebuild<K: CoreSched>(
         let oldest_live = match oldest_cached.get(&k.group) {
             Some(v) => *v,
             None => {
-                let v = oldest_live_start(store, proc, &k.group)?;
+                let v = oldest_live_start(store, kernel, proc, &k.group)?;
                 oldest_cached.insert(k.group.clone(), v);
                 v
             }
@@ -429,15 +429,24 @@ pub fn rebuild<K: CoreSched>(
     Ok(report)
 }
 
-/// The start time of the oldest member of `group` in the cache whose init is alive.
-fn oldest_live_start(store: &Store, proc: &ProcFs, group: &str) -> Result<Option<u64>, EngineError> {
+/// The start time of the oldest member of `group` in the cache whose init is alive (its cookie
+/// readable or not).
+fn oldest_live_start<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    group: &str,
+) -> Result<Option<u64>, EngineError> {
+    let members = store.members(group)?;
     let mut oldest: Option<u64> = None;
-    for m in store.members(group)? {
-        match membership::liveness(proc, m.init()) {
-            Liveness::Alive => oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time))),
-            Liveness::Dead | Liveness::Reused => {}
-            Liveness::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
-        }
+    for seen in membership::live_members(proc, kernel, &members) {
+        let m = match seen {
+            Seen::Live(l) => l.member,
+            Seen::CookieUnreadable(m, _) => m,
+            Seen::Gone(..) => continue,
+            Seen::Unreadable(m, source) => return Err(EngineError::Proc { pid: m.pid, source }),
+        };
+        oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time)));
     }
     Ok(oldest)
 }

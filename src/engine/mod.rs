@@ -15,7 +15,7 @@ use relay::RelayError;
 pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
 use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
-use crate::membership::{self, Liveness, State};
+use crate::membership::{self, Liveness, Seen};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, StoreError, Txn};
 use crate::values::{Cookie, Labels, Pid};
@@ -167,20 +167,21 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.
     fn live_members(&self, group: &str, dropped: &mut Vec<String>) -> Result<Vec<Live>, EngineError> {
         let mut live = Vec::new();
-        for m in self.store.members(group)? {
-            match membership::state(self.relay.proc(), self.kernel, &m) {
-                State::Alive(cookie) => live.push(Live { member: m, cookie }),
-                State::Gone(how) => {
+        let members = self.store.members(group)?;
+        for seen in membership::live_members(self.relay.proc(), self.kernel, &members) {
+            match seen {
+                Seen::Live(l) => live.push(Live { member: l.member.clone(), cookie: l.cookie }),
+                Seen::Gone(m, how) => {
                     if matches!(how, Liveness::Reused) {
                         log::info!("dropping member {} of group {group}: pid {} was reused", m.container_id, m.pid);
                     } else {
                         log::info!("dropping member {} of group {group}: pid {} died", m.container_id, m.pid);
                     }
                     self.store.remove_member(&m.container_id)?;
-                    dropped.push(m.container_id);
+                    dropped.push(m.container_id.clone());
                 }
-                State::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
-                State::CookieUnreadable(e) => {
+                Seen::Unreadable(m, source) => return Err(EngineError::Proc { pid: m.pid, source }),
+                Seen::CookieUnreadable(m, e) => {
                     return Err(kerr(format!("read the cookie of member {} (pid {})", m.container_id, m.pid))(e));
                 }
             }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::kernel::CoreSched;
-use crate::membership;
+use crate::membership::{self, Seen};
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::Member;
 use crate::values::Cookie;
@@ -65,30 +65,28 @@ impl View {
         let mut out = Vec::new();
         let mut idle = Vec::new();
         let mut gone = Vec::new();
-        for m in members {
+        for seen in membership::live_members(proc, kernel, members) {
+            let (m, cookie, key) = match seen {
+                Seen::Live(l) => (l.member, l.cookie, l.key),
+                Seen::CookieUnreadable(m, _) => (m, 0, None),
+                Seen::Gone(m, _) => {
+                    gone.push(m.container_id.clone());
+                    continue;
+                }
+                Seen::Unreadable(..) => continue,
+            };
             let init = m.init();
-            let liveness = membership::liveness(proc, init);
-            if liveness.is_gone() {
-                gone.push(m.container_id.clone());
-            }
-            if !liveness.is_alive() {
-                continue;
-            }
             if let Some(cgroup) = crate::cgroup::key(m.labels.idle_cgroup.as_deref()) {
                 idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup });
             }
-            let Some(cgroup) = crate::cgroup::key(m.labels.cgroup.as_deref()) else {
-                continue;
-            };
-            match kernel.get(m.pid) {
-                Ok(cookie) if cookie != 0 => out.push(ViewMember {
+            if let Some(cgroup) = key.filter(|_| cookie != 0) {
+                out.push(ViewMember {
                     container_id: m.container_id.clone(),
                     group: m.group.clone(),
                     init,
                     cgroup,
                     cookie,
-                }),
-                _ => {}
+                });
             }
         }
         let mut groups: BTreeMap<String, GroupState> = BTreeMap::new();

@@ -26,11 +26,11 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, State};
+use crate::membership::{self, Live, Seen};
 use crate::policy::Action;
 use crate::procfs::ProcFs;
 use crate::runtimes::RuntimeRoot;
-use crate::store::{Member, Store};
+use crate::store::Store;
 use crate::values::{Cookie, Pid};
 
 use super::OpsError;
@@ -121,13 +121,6 @@ impl AuditReport {
     }
 }
 
-/// A live member and the cookie on its init.
-struct Live<'m> {
-    member: &'m Member,
-    key: Option<String>,
-    cookie: Cookie,
-}
-
 const CLEARED_SHIM: &str = ":cleared";
 
 /// Audits the node (see the module documentation). `store`: the cache (`None`: there is none,
@@ -146,12 +139,12 @@ pub fn audit<K: CoreSched>(
     };
     let mut report = AuditReport::default();
     let mut live: Vec<Live<'_>> = Vec::new();
-    for m in &members {
-        match membership::state(proc, kernel, m) {
-            State::Alive(cookie) => {
-                live.push(Live { member: m, key: crate::cgroup::key(m.labels.cgroup.as_deref()), cookie })
+    for seen in membership::live_members(proc, kernel, &members) {
+        match seen {
+            Seen::Live(l) => live.push(l),
+            Seen::CookieUnreadable(m, e) if e.is_unsupported() => {
+                return Err(OpsError::Kernel { pid: m.pid, source: e });
             }
-            State::CookieUnreadable(e) if e.is_unsupported() => return Err(OpsError::Kernel { pid: m.pid, source: e }),
             _ => {}
         }
     }

@@ -9,6 +9,7 @@ use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::kernel::Scope;
 use crate::ops::test_world::World;
+use crate::store::Member;
 use crate::values::Labels;
 
 impl World {

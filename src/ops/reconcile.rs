@@ -29,9 +29,9 @@ use crate::cgroup;
 use crate::engine::{Adopted, Engine, EngineError, Relay, kerr};
 use crate::error::Chain;
 use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, State};
+use crate::membership::{self, Live, Seen};
 use crate::procfs::{ProcFs, TaskId};
-use crate::store::{Member, Store, Txn};
+use crate::store::{Store, Txn};
 use crate::values::{Cookie, Pid};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
@@ -175,15 +175,8 @@ impl ReconcileReport {
     }
 }
 
-/// A member whose init was verified, with its cgroup key ([`cgroup::key`]) and its cookie.
-struct LiveMember<'m> {
-    member: &'m Member,
-    key: Option<String>,
-    cookie: Cookie,
-}
-
 /// The live members as candidates for [`membership::owner`].
-fn owners<'a, 'm>(live: &'a [LiveMember<'m>]) -> impl Iterator<Item = (&'a str, &'a str, &'a LiveMember<'m>)> {
+fn owners<'a, 'm>(live: &'a [Live<'m>]) -> impl Iterator<Item = (&'a str, &'a str, &'a Live<'m>)> {
     live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l)))
 }
 
@@ -211,10 +204,13 @@ fn converge_split_groups<K: CoreSched>(
     dry_run: bool,
 ) -> Result<Vec<Converged>, EngineError> {
     let mut groups: std::collections::BTreeMap<String, Vec<(String, Cookie)>> = Default::default();
-    for m in store.all_members()? {
-        match membership::state(proc, kernel, &m) {
-            State::Alive(cookie) => groups.entry(m.group.clone()).or_default().push((m.container_id, cookie)),
-            State::CookieUnreadable(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
+    let members = store.all_members()?;
+    for seen in membership::live_members(proc, kernel, &members) {
+        match seen {
+            Seen::Live(l) => {
+                groups.entry(l.member.group.clone()).or_default().push((l.member.container_id.clone(), l.cookie))
+            }
+            Seen::CookieUnreadable(_, e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
             _ => {}
         }
     }
@@ -264,7 +260,11 @@ pub fn reconcile_groups<K: CoreSched>(
     let mut reports = Vec::with_capacity(members.len());
     let mut live = Vec::new();
     // Pass 1: which members are alive, and the cookie on each init.
-    for m in &members {
+    for seen in membership::live_members(proc, kernel, &members) {
+        let m = match &seen {
+            Seen::Live(l) => l.member,
+            Seen::Gone(m, _) | Seen::Unreadable(m, _) | Seen::CookieUnreadable(m, _) => *m,
+        };
         let mut r = MemberReport {
             id: m.container_id.clone(),
             group: m.group.clone(),
@@ -277,22 +277,22 @@ pub fn reconcile_groups<K: CoreSched>(
             exited: Vec::new(),
             errors: Vec::new(),
         };
-        match membership::state(proc, kernel, m) {
-            State::Alive(0) => {
+        match seen {
+            Seen::Live(l) if l.cookie == 0 => {
                 r.cookie = Some(CookieHex(0).to_string());
                 r.status = MemberStatus::NoCookie;
             }
-            State::Alive(cookie) => {
-                r.cookie = Some(CookieHex(cookie).to_string());
-                live.push(LiveMember { member: m, key: cgroup::key(m.labels.cgroup.as_deref()), cookie });
+            Seen::Live(l) => {
+                r.cookie = Some(CookieHex(l.cookie).to_string());
+                live.push(l);
             }
-            State::Gone(_) => r.status = MemberStatus::Dead,
-            State::Unreadable(e) => {
+            Seen::Gone(..) => r.status = MemberStatus::Dead,
+            Seen::Unreadable(_, e) => {
                 r.status = MemberStatus::Failed;
                 r.errors.push(format!("failed to read /proc for pid {}: {e}", m.pid));
             }
-            State::CookieUnreadable(e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
-            State::CookieUnreadable(e) => {
+            Seen::CookieUnreadable(_, e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
+            Seen::CookieUnreadable(_, e) => {
                 r.status = MemberStatus::Failed;
                 r.errors.push(format!("failed to read the cookie of pid {}: {e}", m.pid));
             }
@@ -310,7 +310,7 @@ pub fn reconcile_groups<K: CoreSched>(
             r.status = MemberStatus::NoCgroup;
             continue;
         };
-        if live.iter().any(|o| o.member.group != m.group && o.key.as_deref() == Some(key)) {
+        if membership::shared(key, &live) {
             r.status = MemberStatus::SharedCgroup;
             continue;
         }
