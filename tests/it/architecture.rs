@@ -10,6 +10,7 @@
 //!   with `/proc`) and which member owns a cgroup (`cgroup::within`);
 //! * the decision (`policy`) names no storage type, the cache (`store`) no kernel call, and the
 //!   value types they share sit in a leaf (`values`);
+//! * unit tests live in a sibling `*_tests.rs` file that its module includes, never inline;
 //! * ARCHITECTURE.md's module map names every module, and every `.rs` file and every item it
 //!   names as a path (`module::item`, `Type::member`) exists in the source.
 
@@ -294,4 +295,28 @@ fn every_file_and_item_architecture_md_names_exists() {
         }
     }
     assert!(stale.is_empty(), "ARCHITECTURE.md names what the code does not have: {stale:#?}");
+}
+
+#[test]
+fn unit_tests_live_in_sibling_files() {
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let inline: Vec<&str> = files
+        .iter()
+        .filter(|(_, text)| {
+            text.lines().any(|l| l.trim_start().starts_with("mod tests {") || l.contains(" mod tests {"))
+        })
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert!(inline.is_empty(), "unit tests inline instead of in a sibling `*_tests.rs` file: {inline:?}");
+    let unattached: Vec<&str> = files
+        .iter()
+        .filter(|(rel, _)| rel.ends_with("_tests.rs"))
+        .map(|(rel, _)| rel.as_str())
+        .filter(|rel| {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            !files.iter().any(|(_, text)| text.contains(&format!("#[path = \"{name}\"]")))
+        })
+        .collect();
+    assert!(unattached.is_empty(), "test files no module includes: {unattached:?}");
 }
