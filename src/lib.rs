@@ -42,6 +42,10 @@ pub mod values;
 #[cfg(test)]
 mod scenarios;
 
+/// The unit tests' one world (temp dir, fake `/proc` and kernel, cache).
+#[cfg(test)]
+mod test_world;
+
 /// The test suite's one skip helper (`tests/common/skip.rs`), for the unit tests.
 #[cfg(test)]
 #[path = "../tests/common/skip.rs"]

@@ -8,8 +8,8 @@ use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::follow::view::View;
 use crate::ops::reconcile::reconcile;
-use crate::ops::test_world::World;
 use crate::procfs::CgroupReader;
+use crate::test_world::World;
 use crate::values::{Labels, Pid};
 
 #[test]

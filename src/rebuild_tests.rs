@@ -3,15 +3,15 @@
 use serde_json::json;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use super::*;
 use crate::config::Config;
-use crate::ops::test_world::World;
 use crate::runtimes::RuntimeRoot;
 use crate::store::Member;
+use crate::test_world::World;
 
 fn fixture(path: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
@@ -32,10 +32,6 @@ fn annotations(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
 }
 
 impl World {
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
     /// `<root>/<id>/state.json` shaped like the runc fixture.
     fn runc(&self, root: &str, id: &str, pid: i64, start: u64, ann: &BTreeMap<String, String>, bundle: &str) {
         let mut st = fixture("runtime-state/runc-state.json");

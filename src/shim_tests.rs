@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::kernel::fake::{FakeKernel, FakeProc};
+use crate::test_world::World;
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -15,10 +16,7 @@ const SHIM: Pid = 500;
 const RUNTIME: Pid = 600;
 
 fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
-    let store = Store::open(&dir.path().join("cache.db")).unwrap();
+    let World { dir, fp, kernel, store, .. } = World::new();
     fp.spawn(SHIM, 50, 0, "/system.slice/containerd.service").unwrap();
     fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
     fp.spawn(RUNTIME, 60, 0, "/system.slice/containerd.service").unwrap();

@@ -3,7 +3,7 @@
 use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::kernel::Scope;
-use crate::ops::test_world::World;
+use crate::test_world::World;
 use crate::values::{Cookie, Labels};
 
 fn container(w: &World, id: &str, group: &str, pid: Pid, cgroup: &str) -> Cookie {

@@ -1,22 +1,17 @@
 //! Fake-kernel-only hook behaviour: support probing, failure reasons, and what is (not) written.
 
 use super::*;
-use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
+use crate::kernel::fake::{FakeKernel, FakeMode};
 use crate::oci_state::parse_state;
 use crate::state_dir::StateDir;
 use crate::store::Store;
+use crate::test_world::World;
 
-struct Env {
-    dir: tempfile::TempDir,
-    fp: FakeProc,
-    kernel: FakeKernel,
-}
+/// The test world; the hook's state dir is `state/` in it.
+type Env = World;
 
 fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
-    Env { dir, fp, kernel }
+    World::new()
 }
 
 impl Env {
@@ -24,14 +19,7 @@ impl Env {
     fn setup(&self, json: &str, config: &Config) -> (Decision, System<&FakeKernel>) {
         let state = parse_state(json.as_bytes()).unwrap();
         let d = crate::policy::decide(&input(&state, None).unwrap(), config).unwrap();
-        let sys = System {
-            kernel: &self.kernel,
-            proc: self.fp.procfs(),
-            cgroup_root: self.dir.path().join("cg"),
-            state_dir: self.dir.path().join("state"),
-            runtime_roots: Vec::new(),
-        };
-        (d, sys)
+        (d, self.sys(self.path("state")))
     }
 
     fn run(&self, json: &str, config: &Config) -> Result<Done, HookError> {
@@ -191,13 +179,7 @@ fn poststart_with_its_receipt_takes_no_lock_and_opens_no_cache() {
 #[test]
 fn a_receipt_that_no_longer_holds_is_not_trusted() {
     let e = two_members_of_web();
-    let sys = System {
-        kernel: &e.kernel,
-        proc: e.fp.procfs(),
-        cgroup_root: e.dir.path().join("cg"),
-        state_dir: e.dir.path().join("state"),
-        runtime_roots: Vec::new(),
-    };
+    let sys = e.sys(e.path("state"));
     let sd = sys.state_dir.clone();
     let holds = |group: &str, pid| crate::receipt::holds(&e.kernel, &sys.proc, &sd, "c1", group, pid);
     let cookie = e.kernel.get(4240).unwrap();

@@ -1,6 +1,7 @@
 //! The unit tests of `src/nri/catchup.rs`.
 
 use super::*;
+use crate::test_world::World;
 
 #[test]
 fn the_pid_is_nris_else_containerds_init_pid_file() {
@@ -25,10 +26,8 @@ fn the_pid_is_nris_else_containerds_init_pid_file() {
 
 #[test]
 fn a_catch_up_that_shares_leaves_the_plugins_thread_at_cookie_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
-    let proc = fp.procfs();
-    let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+    let w = World::new();
+    let (dir, fp) = (&w.dir, &w.fp);
     let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
     let containers: Vec<Container> = [(1, 4240), (2, 4242)]
         .into_iter()
@@ -44,13 +43,7 @@ fn a_catch_up_that_shares_leaves_the_plugins_thread_at_cookie_0() {
             }
         })
         .collect();
-    let sys = System {
-        kernel,
-        proc,
-        cgroup_root: dir.path().to_path_buf(),
-        state_dir: dir.path().join("state"),
-        runtime_roots: Vec::new(),
-    };
+    let sys = w.sys(dir.path().join("state"));
     let s = catch_up(&[pod], &containers, &Config::default(), &sys, dir.path());
     assert_eq!(s.ensured, 2, "{s:?}");
     let cookie = sys.kernel.get(4240).unwrap();
@@ -61,8 +54,8 @@ fn a_catch_up_that_shares_leaves_the_plugins_thread_at_cookie_0() {
 
 #[test]
 fn a_catch_up_gives_the_pods_shim_its_groups_cookie_found_through_the_sandbox_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
+    let w = World::new();
+    let (dir, fp) = (&w.dir, &w.fp);
     for (pid, comm, ppid) in [(500, "containerd-shim", 1), (700, "pause", 500), (4242, "sleep", 500)] {
         fp.spawn(pid, pid as u64, 0, &format!("/p{pid}")).unwrap();
         fp.set_lineage(pid, comm, ppid).unwrap();
@@ -70,16 +63,8 @@ fn a_catch_up_gives_the_pods_shim_its_groups_cookie_found_through_the_sandbox_pr
     let task = dir.path().join("k8s.io/sb");
     std::fs::create_dir_all(&task).unwrap();
     std::fs::write(task.join("init.pid"), "700").unwrap();
-    let proc = fp.procfs();
-    let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
     let pod = PodSandbox { id: "sb".into(), namespace: "ns".into(), ..Default::default() };
-    let sys = System {
-        kernel,
-        proc,
-        cgroup_root: dir.path().to_path_buf(),
-        state_dir: dir.path().join("state"),
-        runtime_roots: Vec::new(),
-    };
+    let sys = w.sys(dir.path().join("state"));
     let c = running("c1", 4242, &[("oci-coresched-hook/group", "web")]);
     assert_eq!(shim_proof(&pod, 4242, dir.path()), shim::Proof::ChildOf(700), "the sandbox process first");
     let s = catch_up(std::slice::from_ref(&pod), &[c], &Config::default(), &sys, dir.path());
@@ -113,6 +98,7 @@ fn stopped_and_sandbox_containers_are_skipped_without_touching_anything() {
     let dir = tempfile::tempdir().unwrap();
     let proc = crate::procfs::ProcFs::default();
     let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
+    // The real `/proc` (the pids are not looked at), so not the test world's.
     let sys = System {
         kernel,
         proc,
@@ -140,19 +126,11 @@ fn running(id: &str, pid: i32, ann: &[(&str, &str)]) -> Container {
 
 #[test]
 fn a_forged_container_namespace_leaves_a_caught_up_container_in_its_pods_group() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = crate::kernel::fake::FakeProc::new(dir.path().join("proc")).unwrap();
+    let w = World::new();
+    let (dir, fp) = (&w.dir, &w.fp);
     fp.spawn(4240, 1, 0, "/c1").unwrap();
     fp.spawn(4242, 2, 0, "/c2").unwrap();
-    let proc = fp.procfs();
-    let kernel = crate::kernel::fake::FakeKernel::new(proc.clone());
-    let sys = System {
-        kernel,
-        proc,
-        cgroup_root: dir.path().to_path_buf(),
-        state_dir: dir.path().join("state"),
-        runtime_roots: Vec::new(),
-    };
+    let sys = w.sys(dir.path().join("state"));
     let pod = PodSandbox {
         id: "sb".into(),
         namespace: "tenant-a".into(),

@@ -8,8 +8,8 @@ use serde_json::json;
 use super::*;
 use crate::engine::{Engine, EnsureRequest};
 use crate::kernel::Scope;
-use crate::ops::test_world::World;
 use crate::store::Member;
+use crate::test_world::World;
 use crate::values::Labels;
 
 impl World {

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::ops::test_world::World;
 use crate::store::Member;
+use crate::test_world::World;
 use crate::values::Labels;
 
 impl World {

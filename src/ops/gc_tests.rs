@@ -3,15 +3,14 @@
 use super::*;
 use crate::kernel::fake::FakeProc;
 use crate::store::{Member, Store};
+use crate::test_world::World;
 
 fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
     Member { cookie: 0x5eed, ..Member::new(id, group, pid, start_time) }
 }
 
 fn setup() -> (tempfile::TempDir, FakeProc, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let store = Store::open(&dir.path().join("cache.db")).unwrap();
+    let World { dir, fp, store, .. } = World::new();
     (dir, fp, store)
 }
 

@@ -63,33 +63,3 @@ impl crate::session::Damage for OpsError {
 #[cfg(test)]
 #[path = "view_tests.rs"]
 mod view_tests;
-
-/// What the rebuild and reconcile tests start from: a temp dir holding a fake `/proc` (`proc/`),
-/// the fake kernel over it, an open cache and an empty cgroup tree (`cg/`). Each test module adds
-/// its own helpers in an `impl World` block.
-#[cfg(test)]
-pub(crate) mod test_world {
-    use crate::kernel::fake::{FakeKernel, FakeProc};
-    use crate::procfs::ProcFs;
-    use crate::store::Store;
-
-    pub(crate) struct World {
-        pub(crate) dir: tempfile::TempDir,
-        pub(crate) fp: FakeProc,
-        pub(crate) proc: ProcFs,
-        pub(crate) kernel: FakeKernel,
-        pub(crate) store: Store,
-    }
-
-    impl World {
-        pub(crate) fn new() -> Self {
-            let dir = tempfile::tempdir().unwrap();
-            let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-            let proc = fp.procfs();
-            let kernel = FakeKernel::new(fp.procfs());
-            let store = Store::open(&dir.path().join("cache.db")).unwrap();
-            std::fs::create_dir_all(dir.path().join("cg")).unwrap();
-            Self { dir, fp, proc, kernel, store }
-        }
-    }
-}

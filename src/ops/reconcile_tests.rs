@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::engine::{Engine, EnsureRequest};
-use crate::ops::test_world::World;
+use crate::test_world::World;
 use crate::values::Labels;
 
 impl World {
