@@ -305,10 +305,8 @@ fn hook_run_records_pod_labels_that_metrics_report() {
     use crate::hook::{self, Stage};
     use crate::oci_state::State;
 
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let proc = fp.procfs();
-    let kernel = FakeKernel::new(proc.clone());
+    let w = crate::test_world::World::new();
+    let (dir, fp, proc, kernel) = (&w.dir, &w.fp, &w.proc, &w.kernel);
     fp.spawn(4242, 77, 1, "/kubepods/pod-u1/ctr").unwrap();
     let annotations = [
         ("io.kubernetes.cri.sandbox-namespace", "tenant-a"),
@@ -329,13 +327,7 @@ fn hook_run_records_pod_labels_that_metrics_report() {
     assert_eq!(decision.pod.name.as_deref(), Some("web-0"));
     assert!(!serde_json::to_string(&decision).unwrap().contains("web-0"), "explain's JSON is unchanged");
     let sd = dir.path().join("state");
-    let sys = crate::system::System {
-        kernel: &kernel,
-        proc: proc.clone(),
-        cgroup_root: dir.path().join("cgroup"),
-        state_dir: sd.clone(),
-        runtime_roots: Vec::new(),
-    };
+    let sys = w.sys(sd.clone());
     hook::run(&decision, &config, &sys).unwrap();
 
     let store = Store::open(&sd.join("cache.db")).unwrap();
