@@ -55,3 +55,9 @@ mod test_skip;
 #[cfg(test)]
 #[path = "../tests/common/promtool.rs"]
 mod test_promtool;
+
+/// The test suite's one wait (`tests/common/wait.rs`), for the unit tests.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../tests/common/wait.rs"]
+mod test_wait;

@@ -96,12 +96,14 @@ fn only_releases_from_6_6_get_the_filtered_subscription_first() {
 fn exec_of_a_child(c: &mut ProcConnector) -> Vec<Event> {
     let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
     let pid = child.id() as Pid;
-    let end = Instant::now() + Duration::from_secs(5);
     let mut seen = Vec::new();
-    while Instant::now() < end && !seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)) {
+    let _ = crate::test_wait::poll(Duration::from_secs(5), Duration::ZERO, || {
         c.wait(Duration::from_millis(200), &mut seen).unwrap();
-    }
+        if seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)) { Ok(()) } else { Err(()) }
+    });
     child.wait().unwrap();
+    // An observation window, not a wait: the events that follow the exec (its exit) are collected
+    // for 300 ms.
     let settle = Instant::now() + Duration::from_millis(300);
     while Instant::now() < settle {
         c.wait(Duration::from_millis(50), &mut seen).unwrap();
@@ -166,11 +168,15 @@ fn the_real_connector_reports_an_exec_or_says_why_not() {
         Ok(mut c) => {
             let child = std::process::Command::new("/bin/true").spawn().unwrap();
             let pid = child.id() as Pid;
-            let end = Instant::now() + Duration::from_secs(5);
             let mut seen = Vec::new();
-            while Instant::now() < end && !seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)) {
+            let _ = crate::test_wait::poll(Duration::from_secs(5), Duration::ZERO, || {
                 c.wait(Duration::from_millis(200), &mut seen).unwrap();
-            }
+                if seen.iter().any(|e| matches!(e, Event::Exec { tgid, .. } if *tgid == pid)) {
+                    Ok(())
+                } else {
+                    Err(())
+                }
+            });
             let mut child = child;
             child.wait().unwrap();
             let exec = seen.iter().find_map(|e| match e {

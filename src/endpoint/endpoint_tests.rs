@@ -3,6 +3,7 @@
 //! publishing: neither waits for the hostile client.
 
 use super::*;
+use crate::test_wait::wait_for;
 use client::{get, sample};
 use std::io::{Read, Write};
 
@@ -46,9 +47,9 @@ impl Served {
             }
         });
         let s = Self { addr, board, turns, stop, owner: Some(owner), _endpoint: endpoint };
-        wait_until_ok("the endpoint to listen", Duration::from_secs(10), || TcpStream::connect(s.addr));
+        wait_for("the endpoint to listen", Duration::from_secs(10), || TcpStream::connect(s.addr));
         // Ready once the owner's first turn ran (a loaded host may start its thread late).
-        wait_until_ok("/readyz to answer 200", Duration::from_secs(10), || match s.get("/readyz").0 {
+        wait_for("/readyz to answer 200", Duration::from_secs(10), || match s.get("/readyz").0 {
             200 => Ok(()),
             code => Err(code),
         });
@@ -77,18 +78,6 @@ impl Drop for Served {
     }
 }
 
-/// Polls `f` every 20 ms until it is `Ok`; panics with its last error after `limit`.
-fn wait_until_ok<T, E: std::fmt::Debug>(what: &str, limit: Duration, mut f: impl FnMut() -> Result<T, E>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) if Instant::now() >= end => panic!("timed out waiting for {what}: {e:?}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 /// Everything the server sends on `s` until it closes it: the status line's code.
 fn answer_of(s: &mut TcpStream) -> u16 {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -110,7 +99,7 @@ fn still_open(s: &TcpStream) -> bool {
 fn others_go_on(served: &Served, hostile: &[&TcpStream]) {
     let before = served.served_turns();
     let owner_before = served.turns.load(Ordering::SeqCst);
-    wait_until_ok("the owner to take turns", Duration::from_secs(10), || {
+    wait_for("the owner to take turns", Duration::from_secs(10), || {
         if served.turns.load(Ordering::SeqCst) > owner_before + 5 { Ok(()) } else { Err("no turn") }
     });
     let after = served.served_turns();

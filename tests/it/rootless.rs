@@ -41,7 +41,7 @@ mod fake {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::path::{Path, PathBuf};
     use std::process::Command;
-    use std::time::{Duration, Instant, SystemTime};
+    use std::time::{Duration, SystemTime};
 
     use serde_json::{Value, json};
 
@@ -225,18 +225,10 @@ mod fake {
         }
 
         fn wait_marker(&self, share: &Path) -> i64 {
-            let start = Instant::now();
-            loop {
-                if let Some(pid) =
-                    std::fs::read_to_string(share.join("marker")).ok().and_then(|s| s.trim().parse().ok())
-                {
-                    return pid;
-                }
-                if start.elapsed() > WAIT {
-                    self.env.fail(&format!("the container did not write {}", share.join("marker").display()));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            let marker = || std::fs::read_to_string(share.join("marker")).ok().and_then(|s| s.trim().parse().ok());
+            common::wait::poll(WAIT, Duration::from_millis(50), || marker().ok_or(())).unwrap_or_else(|()| {
+                self.env.fail(&format!("the container did not write {}", share.join("marker").display()))
+            })
         }
     }
 
@@ -293,16 +285,14 @@ mod fake {
 
         let out = w.podman(&["rm", "-f", "-t", "0", &a, &b]);
         check!(e, out.success(), "`podman rm -f` failed");
-        let start = Instant::now();
-        loop {
+        let forgotten = common::wait::poll(WAIT, Duration::from_millis(200), || {
             let left = w.list();
             let n =
                 left.as_array().map_or(0, |gs| gs.iter().map(|g| g["members"].as_array().map_or(0, Vec::len)).sum());
-            if n == 0 {
-                break;
-            }
-            check!(e, start.elapsed() < WAIT, "poststop did not forget the containers: {left}");
-            std::thread::sleep(Duration::from_millis(200));
+            if n == 0 { Ok(()) } else { Err(left) }
+        });
+        if let Err(left) = forgotten {
+            check!(e, false, "poststop did not forget the containers: {left}");
         }
         check!(e, e.log_lines("ERROR").is_empty(), "the hook logged errors");
         check!(e, e.log_lines("WARN").is_empty(), "the hook logged warnings");
