@@ -336,7 +336,7 @@ fn hook_run_records_pod_labels_that_metrics_report() {
         (m.labels.pod_name.as_deref(), m.labels.pod_uid.as_deref(), m.labels.container_name.as_deref()),
         (Some("web-0"), Some("u1"), Some("app"))
     );
-    let text = render(&store, &kernel, &proc).unwrap();
+    let text = render(&store, kernel, proc).unwrap();
     let want = format!(
         "container_core_sched_cookie{{pod_name=\"web-0\",pod_namespace=\"tenant-a\",pod_uid=\"u1\",\
              container_name=\"app\",container_id=\"c1\",core_sched_group=\"{}\",core_sched_cookie=\"{:#x}\"}} ",
