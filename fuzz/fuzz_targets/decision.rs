@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use oci_coresched_hook::config::{Config, QosClass, QosRule};
-use oci_coresched_hook::policy::{self, ActionKind, Input, Lifecycle, Policy};
+use oci_coresched_hook::policy::{self, ActionKind, ContainerInput, Lifecycle, Policy};
 use oci_coresched_hook_fuzz::{first, first_set, valid_group, valid_id, valid_key, valid_namespace};
 
 fuzz_target!(|data: &[u8]| {
@@ -35,12 +35,12 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let ann = &state.annotations;
-    let input = Input {
+    let input = ContainerInput {
         lifecycle,
-        container_id: &state.id,
+        id: state.id.clone(),
         pid: state.pid,
-        annotations: ann,
-        cgroups_path: cgroups_path.as_deref(),
+        annotations: ann.clone(),
+        cgroups_path: cgroups_path.clone(),
     };
     let result = policy::decide(&input, &config);
     assert_eq!(format!("{result:?}"), format!("{:?}", policy::decide(&input, &config)), "not deterministic");

@@ -175,7 +175,7 @@ fn architecture_md_maps_every_module() {
 fn the_decision_names_no_storage_and_the_cache_no_kernel() {
     let g = graph();
     let policy = &g["policy"];
-    assert!(!policy.contains("store") && !policy.contains("session"), "policy.rs names the cache: {policy:?}");
+    assert!(!policy.contains("store") && !policy.contains("session"), "policy/ names the cache: {policy:?}");
     let store = &g["store"];
     assert!(!store.contains("kernel"), "the cache names the kernel seam: {store:?}");
     assert!(g["values"].is_empty(), "values.rs is a leaf: {:?}", g["values"]);
