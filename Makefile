@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint bench-split
 
 build:
 	cargo build --release --locked
@@ -81,6 +81,11 @@ bench-follow:
 # requests and limits (scripts/bench-footprint.sh; OCH_BENCH_PODS, OCH_BENCH_SECONDS, OCH_BENCH_RATE).
 bench-footprint:
 	scripts/bench-footprint.sh
+
+# One binary or two: the hook's stages as the shipped binary against examples/hook-only.rs (the
+# same library, only the hook reachable), alternating rounds (scripts/bench-split.sh).
+bench-split:
+	scripts/bench-split.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the

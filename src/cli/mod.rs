@@ -73,27 +73,56 @@ pub fn run(cli: Cli) -> ExitCode {
     code
 }
 
-fn run_command(cli: Cli) -> ExitCode {
-    let (config, config_error) = load_config(&cli);
+/// Runs the parsed command line when it is the runtime's `hook` invocation, and only then: what
+/// the hook-only binary of `make bench-split` runs (everything else it refuses with a usage error),
+/// so that the linker leaves out the long-running commands and clap's tree.
+pub fn run_hook_only(cli: Cli) -> ExitCode {
+    if !matches!(cli.command, Command::Hook { .. }) {
+        eprintln!("oci-coresched-hook: error: this build runs the hook command only");
+        return ExitCode::Usage;
+    }
+    let code = match prologue(&cli) {
+        Ok((config, config_error)) => match &cli.command {
+            Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
+            _ => ExitCode::Usage,
+        },
+        Err(code) => code,
+    };
+    crate::timing::report();
+    code
+}
+
+/// What every command does first: the config loaded (a config error is kept for the hook and
+/// `explain`, which decide what it means, and a usage error for the other commands), the log
+/// level checked and logging started.
+fn prologue(cli: &Cli) -> Result<(Config, Option<ConfigError>), ExitCode> {
+    let (config, config_error) = load_config(cli);
     crate::timing::mark("config");
     let level_name = cli.log_level.clone().unwrap_or_else(|| config.log_level.clone());
     let Some(level) = logging::parse_level(&level_name) else {
         eprintln!(
             "oci-coresched-hook: error: invalid log level {level_name:?}: expected off, error, warn, info, debug or trace"
         );
-        return ExitCode::Usage;
+        return Err(ExitCode::Usage);
     };
     let is_hook = matches!(cli.command, Command::Hook { .. });
     if let Err(e) = logging::init(level, is_hook && config.syslog, config.log_file.as_deref()) {
         eprintln!("oci-coresched-hook: warning: {}", crate::error::Chain(&e));
     }
     crate::timing::mark("logging");
-    let config_error = match config_error {
+    match config_error {
         Some(e) if !matches!(cli.command, Command::Hook { .. } | Command::Explain { .. }) => {
             print_error(&e.into());
-            return ExitCode::Usage;
+            Err(ExitCode::Usage)
         }
-        other => other,
+        other => Ok((config, other)),
+    }
+}
+
+fn run_command(cli: Cli) -> ExitCode {
+    let (config, config_error) = match prologue(&cli) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
     match &cli.command {
         Command::Inspect { pid, json } => in_system(&cli, |sys| commands::inspect(&sys, &config, *pid, *json)),
