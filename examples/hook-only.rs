@@ -1,7 +1,7 @@
 //! The hook alone, for the A/B of one binary against two (`make bench-split`): the same library
 //! and the same command line for the runtime's `hook` invocation, with nothing else reachable, so
 //! that the linker leaves out the NRI plugin, the follower, the endpoint, the operator commands and
-//! clap's command tree. Not shipped: ARCHITECTURE.md says what the A/B found.
+//! clap's command tree. Not shipped: BENCHMARKS.md ("One binary or two") says what the A/B found.
 
 fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
