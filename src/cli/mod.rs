@@ -77,15 +77,12 @@ pub fn run(cli: Cli) -> ExitCode {
 /// the hook-only binary of `make bench-split` runs (everything else it refuses with a usage error),
 /// so that the linker leaves out the long-running commands and clap's tree.
 pub fn run_hook_only(cli: Cli) -> ExitCode {
-    if !matches!(cli.command, Command::Hook { .. }) {
+    let Command::Hook { stage, state } = &cli.command else {
         eprintln!("oci-coresched-hook: error: this build runs the hook command only");
         return ExitCode::Usage;
-    }
+    };
     let code = match prologue(&cli) {
-        Ok((config, config_error)) => match &cli.command {
-            Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
-            _ => ExitCode::Usage,
-        },
+        Ok((config, config_error)) => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Err(code) => code,
     };
     crate::timing::report();
