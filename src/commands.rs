@@ -10,9 +10,8 @@ use anyhow::Context;
 use crate::config::Config;
 use crate::ops;
 use crate::runtimes::RuntimeRoot;
-use crate::session::{Damage, Refill, Session};
-use crate::state_dir::StateDir;
-use crate::store::{Store, Txn};
+use crate::session::{Create, Damage, Existing, Refill, Session};
+use crate::store::{Store, StoreError, Txn};
 use crate::system::System;
 
 fn print_out(text: &str) {
@@ -27,7 +26,8 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 /// The cache for a command that only reads it: `None` when there is none yet (nothing is
 /// created), the recorded stops applied first so that no container whose poststop ran shows.
 fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>> {
-    let Some(session) = Session::open_existing(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))? else {
+    let Some(session) = Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config))?
+    else {
         return Ok(None);
     };
     session.apply_stops(&sys.proc)?;
@@ -65,7 +65,7 @@ pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow
 /// `audit`: prints the report; the number of violations (the caller's exit status).
 pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<usize> {
     // Read-only: the cache is read under the lock, no recorded stop is applied.
-    let session = Session::open_existing(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    let session = Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config))?;
     let report =
         ops::audit::audit(session.as_ref().map(Session::store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)
             .context("failed to audit the node")?;
@@ -85,33 +85,27 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Runs `f` on the cache under the lock in one transaction (creating the cache if needed), with
-/// the deferred forgets applied first in the same transaction ([`Session::write`], which also
-/// moves a damaged file aside and runs `f` once more).
-fn write_txn<T>(sys: &System, config: &Config, f: impl Fn(&Txn<'_>) -> anyhow::Result<T>) -> anyhow::Result<T> {
+/// Runs `f` on the cache under the lock in one transaction, with the recorded stops applied
+/// first in the same transaction ([`Session::write`], which also moves a damaged file aside and
+/// runs `f` once more): `None` when there is no cache yet (nothing is created).
+fn write_existing<T, E>(
+    sys: &System,
+    config: &Config,
+    f: impl Fn(&Txn<'_>) -> Result<T, E>,
+) -> anyhow::Result<Option<T>>
+where
+    E: From<StoreError> + Damage + std::error::Error + Send + Sync + 'static,
+{
     let refill = Refill::of(sys, config);
-    Session::open(&sys.state_dir, config.lock_timeout(), &refill)?.write(&refill, 1, f)
-}
-
-/// An operator command's error is the cache's damage when any cause in its chain is.
-impl Damage for anyhow::Error {
-    fn is_damage(&self) -> bool {
-        self.chain().any(|c| {
-            c.downcast_ref::<crate::store::StoreError>().is_some_and(Damage::is_damage)
-                || c.downcast_ref::<crate::engine::EngineError>().is_some_and(Damage::is_damage)
-                || c.downcast_ref::<ops::OpsError>().is_some_and(Damage::is_damage)
-        })
+    match Session::open(&sys.state_dir, config.lock_timeout(), Existing, &refill)? {
+        Some(mut session) => Ok(Some(session.write(&refill, 1, f)?)),
+        None => Ok(None),
     }
 }
 
 /// `gc`.
 pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
-    if !StateDir::has_cache(&sys.state_dir)? {
-        let empty = ops::gc::GcReport::default();
-        print_out(&if as_json { json(&empty)? } else { empty.render() });
-        return Ok(());
-    }
-    let report = write_txn(sys, config, |store| Ok(ops::gc::gc(store, &sys.proc)?))?;
+    let report = write_existing(sys, config, |store| ops::gc::gc(store, &sys.proc))?.unwrap_or_default();
     print_out(&if as_json { json(&report)? } else { report.render() });
     Ok(())
 }
@@ -192,15 +186,13 @@ pub fn follow(
     };
     let mut last_violations = 0;
     let sweep = || -> anyhow::Result<crate::follow::Swept> {
-        if !StateDir::has_cache(&sys.state_dir)? {
-            return Ok(crate::follow::Swept::default());
-        }
-        let (report, audit) = write_txn(sys, config, |store| {
+        let swept = write_existing(sys, config, |store| {
             let report = ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?;
             // After the fixes: what still is not as it should be.
             let audit = ops::audit::audit(Some(store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)?;
-            Ok((report, audit))
+            Ok::<_, ops::OpsError>((report, audit))
         })?;
+        let Some((report, audit)) = swept else { return Ok(crate::follow::Swept::default()) };
         for e in report.members.iter().flat_map(|m| &m.errors) {
             log::warn!("reconcile --follow: sweep: {e}");
         }
@@ -230,17 +222,17 @@ pub fn follow(
 }
 
 fn reconcile_once(sys: &System, config: &Config, dry_run: bool, as_json: bool) -> anyhow::Result<()> {
-    if !StateDir::has_cache(&sys.state_dir)? {
+    let reconciled = write_existing(sys, config, |store| {
+        ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, dry_run)
+    })?;
+    let Some(report) = reconciled else {
         if as_json {
             print_out(&json(&ops::reconcile::ReconcileReport { dry_run, converged: Vec::new(), members: Vec::new() })?);
         } else {
             print_out("reconcile: no cache yet, nothing to do\n");
         }
         return Ok(());
-    }
-    let report = write_txn(sys, config, |store| {
-        Ok(ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, dry_run)?)
-    })?;
+    };
     if report.fixed() > 0 && !dry_run {
         log::info!("reconcile gave {} processes their group's cookie", report.fixed());
     }
@@ -258,7 +250,7 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let mut session = Session::open(&sys.state_dir, config.lock_timeout(), &Refill::of(sys, config))?;
+    let mut session = Session::open(&sys.state_dir, config.lock_timeout(), Create, &Refill::of(sys, config))?;
     if let Some(why) = session.stand_in() {
         anyhow::bail!(
             "failed to rebuild the cache {}: {why}; it was left in place (run the newer binary's rebuild)",

@@ -12,7 +12,7 @@
 //!
 //! | point | where |
 //! |---|---|
-//! | `after_lock` | `Session::open_in`: the state lock is held, the cache not yet opened |
+//! | `after_lock` | `Session::open`: the state lock is held, the cache not yet opened |
 //! | `after_read` | `Engine::ensure`: the group's members were read and verified |
 //! | `after_prctl` | `Engine::ensure`: the kernel has the cookie, the cache knows nothing yet |
 //! | `mid_write` | `Engine::ensure`: the member row is written, the transaction still open |

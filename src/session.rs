@@ -92,37 +92,73 @@ pub struct Session {
     _lock: LockGuard,
 }
 
-impl Session {
-    /// Opens the cache in `state_dir` under the lock, creating the directory and the file when
-    /// they are missing.
-    pub fn open<K: CoreSched>(
+/// What a session may create when it opens: [`Create`] or [`Existing`].
+pub trait Access: sealed::Sealed {
+    /// What [`Session::open`] returns.
+    type Opened;
+    #[doc(hidden)]
+    fn open<K: CoreSched>(
         state_dir: &Path,
         timeout: Duration,
         refill: &Refill<'_, K>,
-    ) -> Result<Self, SessionError> {
-        Self::open_in(StateDir::open(state_dir)?, timeout, refill)
-    }
+    ) -> Result<Self::Opened, SessionError>;
+}
 
-    /// Opens the cache of a state dir that exists, creating nothing: `None` when there is no
-    /// state dir or no cache yet; an error when the state dir is unusable.
-    pub fn open_existing<K: CoreSched>(
+/// A session for a writer that records: the state dir and the cache are created when missing.
+#[derive(Debug, Clone, Copy)]
+pub struct Create;
+
+/// A session that creates nothing: none when there is no state dir or no cache yet (a reader, or
+/// a writer with nothing to do without a cache: `gc`, `reconcile`, the follower).
+#[derive(Debug, Clone, Copy)]
+pub struct Existing;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Create {}
+    impl Sealed for super::Existing {}
+}
+
+impl Access for Create {
+    type Opened = Session;
+    fn open<K: CoreSched>(
         state_dir: &Path,
         timeout: Duration,
         refill: &Refill<'_, K>,
-    ) -> Result<Option<Self>, SessionError> {
-        let Some(dir) = StateDir::existing(state_dir)? else { return Ok(None) };
-        if !dir.db_path().exists() {
-            return Ok(None);
+    ) -> Result<Session, SessionError> {
+        Session::open_in(StateDir::open(state_dir)?, timeout, refill)
+    }
+}
+
+impl Access for Existing {
+    type Opened = Option<Session>;
+    fn open<K: CoreSched>(
+        state_dir: &Path,
+        timeout: Duration,
+        refill: &Refill<'_, K>,
+    ) -> Result<Option<Session>, SessionError> {
+        match StateDir::existing(state_dir)? {
+            Some(dir) if dir.db_path().exists() => Session::open_in(dir, timeout, refill).map(Some),
+            _ => Ok(None),
         }
-        Self::open_in(dir, timeout, refill).map(Some)
+    }
+}
+
+impl Session {
+    /// Opens the cache in `state_dir` under the lock, waiting for it at most `timeout`: with
+    /// [`Create`], a [`Session`], the state dir and the file created when missing; with
+    /// [`Existing`], `None` when there is no state dir or no cache yet, and nothing is created.
+    /// An error when the state dir is unusable or the lock stays held.
+    pub fn open<A: Access, K: CoreSched>(
+        state_dir: &Path,
+        timeout: Duration,
+        _access: A,
+        refill: &Refill<'_, K>,
+    ) -> Result<A::Opened, SessionError> {
+        A::open(state_dir, timeout, refill)
     }
 
-    /// Opens the cache of a checked state dir.
-    pub fn open_in<K: CoreSched>(
-        dir: StateDir,
-        timeout: Duration,
-        refill: &Refill<'_, K>,
-    ) -> Result<Self, SessionError> {
+    fn open_in<K: CoreSched>(dir: StateDir, timeout: Duration, refill: &Refill<'_, K>) -> Result<Self, SessionError> {
         let lock = dir.lock(timeout)?;
         crate::fault::point("after_lock");
         crate::timing::mark("lock");

@@ -16,7 +16,7 @@ use crate::error::Chain;
 use crate::kernel::CoreSched;
 use crate::ops::OpsError;
 use crate::ops::gc::GcReason;
-use crate::session::{Refill, Session};
+use crate::session::{Existing, Refill, Session};
 use crate::store::Store;
 
 /// Rebuilds the view when the cache files changed since `sig` (or `sig` is `None`), then sweeps
@@ -35,7 +35,7 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
         return;
     }
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
-    let opened = Session::open_existing(&opts.state_dir, opts.lock_timeout, &refill)
+    let opened = Session::open(&opts.state_dir, opts.lock_timeout, Existing, &refill)
         .and_then(|s| s.map(|s| s.apply_stops(f.proc).map(|()| s)).transpose().map_err(Into::into));
     match opened {
         Ok(Some(session)) => match f.refresh(session.store()) {
@@ -56,14 +56,14 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
 /// little of a member that exits goes uncounted. A failure is logged once ([`report`]).
 pub(super) fn update_force_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Options, last_error: &mut String) {
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
-    let updated = Session::open_existing(&opts.state_dir, opts.lock_timeout, &refill).map_err(OpsError::from).and_then(
-        |s| match s {
+    let updated = Session::open(&opts.state_dir, opts.lock_timeout, Existing, &refill)
+        .map_err(OpsError::from)
+        .and_then(|s| match s {
             Some(mut s) if s.stand_in().is_none() => {
                 s.write(&refill, 1, |store| crate::ops::forced_idle::update(store, f.proc, &opts.cgroup_root)).map(drop)
             }
             _ => Ok(()),
-        },
-    );
+        });
     match updated {
         Ok(()) => last_error.clear(),
         Err(e) => {

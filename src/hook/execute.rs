@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::engine::{Engine, EngineError, RelayOn};
 use crate::kernel::CoreSched;
 use crate::procfs::TaskId;
-use crate::session::{Refill, Session};
+use crate::session::{Create, Refill, Session};
 use crate::shim;
 use crate::state_dir::StateDir;
 use crate::store::Txn;
@@ -90,7 +90,7 @@ fn in_session<K: CoreSched, T>(
     f: impl Fn(&Txn<'_>) -> Result<T, HookError>,
 ) -> Result<(Session, T), HookError> {
     let refill = Refill::of(sys, config);
-    let mut session = Session::open_in(dir.clone(), config.lock_timeout(), &refill)?;
+    let mut session = Session::open(dir.path(), config.lock_timeout(), Create, &refill)?;
     match session.write(&refill, crate::stopped::HOOK_BACKLOG, f) {
         Ok(v) => Ok((session, v)),
         Err(e) => {

@@ -22,6 +22,9 @@ pub enum OpsError {
     /// The cache.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The engine (a convergence, a reconcile).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     /// `/proc` of a process could not be read.
     #[error("failed to read /proc for pid {pid}")]
     Proc {
@@ -56,7 +59,11 @@ impl From<crate::session::SessionError> for OpsError {
 
 impl crate::session::Damage for OpsError {
     fn is_damage(&self) -> bool {
-        matches!(self, OpsError::Store(e) if e.is_corruption())
+        match self {
+            OpsError::Store(e) => e.is_corruption(),
+            OpsError::Engine(e) => crate::session::Damage::is_damage(e),
+            _ => false,
+        }
     }
 }
 

@@ -108,13 +108,6 @@ impl StateDir {
         self.path.join(DB_FILE)
     }
 
-    /// Whether `dir` already holds a cache, for read-only commands that must not create one:
-    /// `false` when the directory does not exist yet; an error when it is unusable (see
-    /// [`StateDir::existing`]).
-    pub fn has_cache(dir: &Path) -> Result<bool, DirError> {
-        Ok(Self::existing(dir)?.is_some_and(|d| d.db_path().exists()))
-    }
-
     /// The lock file.
     pub fn lock_path(&self) -> PathBuf {
         self.path.join("lock")
