@@ -69,6 +69,15 @@ pub fn liveness(proc: &ProcFs, init: TaskId) -> Liveness {
     }
 }
 
+/// Whether `task` is still the process it names and holds `cookie`: its identity, a GET, its
+/// identity again, so that a pid reused around the GET is caught. Any error is a no. This is the
+/// one test a recorded fact passes before a run trusts it instead of doing the work again (a
+/// receipt, a pod's shim already wired).
+pub fn holds<K: CoreSched>(proc: &ProcFs, kernel: &K, task: TaskId, cookie: Cookie) -> bool {
+    let same = || liveness(proc, task).is_alive();
+    same() && kernel.get(task.pid).is_ok_and(|now| now == cookie) && same()
+}
+
 /// A cached member as the kernel shows it now.
 #[derive(Debug)]
 pub enum State {

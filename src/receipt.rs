@@ -131,11 +131,7 @@ pub fn holds<K: CoreSched>(
     if cache_identity(&state_dir.join(crate::state_dir::DB_FILE)).ok()? != r.cache {
         return None;
     }
-    let same = || crate::membership::liveness(proc, r.init).is_alive();
-    if !same() || kernel.get(pid).ok()? != r.cookie || !same() {
-        return None;
-    }
-    Some(r.cookie)
+    crate::membership::holds(proc, kernel, r.init, r.cookie).then_some(r.cookie)
 }
 
 #[cfg(test)]

@@ -26,9 +26,10 @@
 
 use crate::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::kernel::CoreSched;
+use crate::membership;
 use crate::procfs::{ProcFs, TaskId};
 use crate::store::{Member, Store, Txn};
-use crate::values::{Labels, Pid};
+use crate::values::{Cookie, Labels, Pid};
 
 /// What a shim's `comm` starts with (`containerd-shim-runc-v2` shows as `containerd-shim`:
 /// `comm` keeps 15 bytes).
@@ -88,7 +89,7 @@ pub struct Wired {
     /// The group whose cookie the shim now holds (the container's, its own, or the cleared one).
     pub group: String,
     /// The shim's cookie.
-    pub cookie: crate::values::Cookie,
+    pub cookie: Cookie,
     /// Whether this call changed it.
     pub changed: bool,
 }
@@ -108,16 +109,18 @@ fn still_there(proc: &ProcFs, shim: TaskId) -> Result<(), EngineError> {
 }
 
 /// Gives the shim `shim` of sandbox `sandbox` the cookie of `group`, the group of a container of
-/// the pod that was just given its cookie; or a cookie of its own once the pod's containers
-/// disagree (a row of this very shim in another group); or nothing once one of them was cleared.
-/// The caller holds the lock and runs this in the transaction of the container's ensure.
+/// the pod that was just given that group's `cookie`; or a cookie of its own once the pod's
+/// containers disagree (a row of this very shim in another group); or nothing once one of them
+/// was cleared. A shim recorded in `group` that still holds `cookie` ([`membership::holds`])
+/// is left as it is: the container's ensure just verified the group. The caller holds the lock
+/// and runs this in the transaction of the container's ensure.
 pub fn wire<K: CoreSched>(
     engine: &Engine<'_, K>,
     store: &Store,
     proc: &ProcFs,
     shim: TaskId,
     sandbox: &str,
-    group: &str,
+    (group, cookie): (&str, Cookie),
 ) -> Result<Wired, EngineError> {
     let own = own_group(sandbox);
     let row = row_of(store, sandbox, shim)?;
@@ -126,6 +129,9 @@ pub fn wire<K: CoreSched>(
     }
     let target = match row.as_ref().map(|r| r.group.as_str()) {
         Some(g) if g != group => own.clone(),
+        Some(_) if membership::holds(proc, engine.kernel(), shim, cookie) => {
+            return Ok(Wired { group: group.to_string(), cookie, changed: false });
+        }
         _ => group.to_string(),
     };
     if let Some(r) = row.as_ref().filter(|r| target == own && r.group != own) {

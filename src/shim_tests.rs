@@ -34,10 +34,12 @@ impl Env {
         self.store.transaction(|tx| Engine::new(&self.kernel, &proc, tx).ensure(&req)).unwrap().cookie
     }
 
-    fn wire(&self, group: &str) -> Result<Wired, EngineError> {
+    /// Wires the shim with `group`, whose cookie the container just got is `cookie`.
+    fn wire(&self, group: &str, cookie: u64) -> Result<Wired, EngineError> {
         let proc = self.fp.procfs();
         let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().expect("the shim is proven");
-        self.store.transaction(|tx| wire(&Engine::new(&self.kernel, &proc, tx), tx, &proc, shim, "sb1", group))
+        self.store
+            .transaction(|tx| wire(&Engine::new(&self.kernel, &proc, tx), tx, &proc, shim, "sb1", (group, cookie)))
     }
 
     fn shim_cookie(&self) -> u64 {
@@ -78,7 +80,7 @@ fn the_shim_is_found_only_through_a_runtime_or_a_child_it_reaps() {
 fn the_shim_joins_its_pods_group_and_a_second_container_changes_nothing() {
     let e = env();
     let cookie = e.container("c1", 4242, "tenant-a/web");
-    let w = e.wire("tenant-a/web").unwrap();
+    let w = e.wire("tenant-a/web", cookie).unwrap();
     assert_eq!((w.group.as_str(), w.cookie, w.changed), ("tenant-a/web", cookie, true));
     assert_eq!(e.shim_cookie(), cookie, "processes the shim spawns inherit the group's cookie");
     let row = e.store.member(&member_id("sb1")).unwrap().unwrap();
@@ -86,7 +88,10 @@ fn the_shim_joins_its_pods_group_and_a_second_container_changes_nothing() {
 
     let again = e.container("c2", 4343, "tenant-a/web");
     assert_eq!(again, cookie);
-    let w = e.wire("tenant-a/web").unwrap();
+    let before = e.kernel.calls().len();
+    let w = e.wire("tenant-a/web", again).unwrap();
+    let calls = e.kernel.calls()[before..].to_vec();
+    assert_eq!(calls, [format!("get {SHIM}")], "a shim that holds the cookie is checked, not the group walked again");
     assert!(!w.changed);
     assert_eq!(e.shim_cookie(), cookie);
 }
@@ -95,17 +100,17 @@ fn the_shim_joins_its_pods_group_and_a_second_container_changes_nothing() {
 fn a_pod_whose_containers_disagree_gives_its_shim_a_cookie_of_its_own_for_good() {
     let e = env();
     let web = e.container("c1", 4242, "tenant-a/web");
-    e.wire("tenant-a/web").unwrap();
+    e.wire("tenant-a/web", web).unwrap();
     let solo = e.container("c2", 4343, "tenant-a/container:c2");
-    let w = e.wire("tenant-a/container:c2").unwrap();
+    let w = e.wire("tenant-a/container:c2", solo).unwrap();
     assert_eq!(w.group, "shim:sb1");
     let own = e.shim_cookie();
     assert!(own != 0 && own != web && own != solo, "own {own:#x} web {web:#x} solo {solo:#x}");
     assert_eq!(e.kernel.get(4242).unwrap(), web, "the containers keep their groups' cookies");
     assert_eq!(e.kernel.get(4343).unwrap(), solo);
     // Sticky: a later container of the first group does not take the shim back.
-    e.container("c3", 4444, "tenant-a/web");
-    let w = e.wire("tenant-a/web").unwrap();
+    let c3 = e.container("c3", 4444, "tenant-a/web");
+    let w = e.wire("tenant-a/web", c3).unwrap();
     assert_eq!((w.group.as_str(), e.shim_cookie()), ("shim:sb1", own));
     assert!(e.store.members("tenant-a/web").unwrap().iter().all(|m| m.container_id != member_id("sb1")));
 }
@@ -114,7 +119,7 @@ fn a_pod_whose_containers_disagree_gives_its_shim_a_cookie_of_its_own_for_good()
 fn a_new_shim_for_the_sandbox_replaces_the_row_of_one_that_exited() {
     let e = env();
     let web = e.container("c1", 4242, "tenant-a/web");
-    e.wire("tenant-a/web").unwrap();
+    e.wire("tenant-a/web", web).unwrap();
     // The old shim's row claims another group: it must not make the new shim "disagree".
     e.store
         .transaction(|tx| {
@@ -124,7 +129,7 @@ fn a_new_shim_for_the_sandbox_replaces_the_row_of_one_that_exited() {
     e.fp.kill(SHIM, 0).unwrap();
     e.fp.spawn(SHIM, 51, 0, "/system.slice/containerd.service").unwrap();
     e.fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
-    let w = e.wire("tenant-a/web").unwrap();
+    let w = e.wire("tenant-a/web", web).unwrap();
     assert_eq!((w.group.as_str(), w.cookie), ("tenant-a/web", web));
     let row = e.store.member(&member_id("sb1")).unwrap().unwrap();
     assert_eq!((row.group.as_str(), row.start_time), ("tenant-a/web", 51));
@@ -133,13 +138,13 @@ fn a_new_shim_for_the_sandbox_replaces_the_row_of_one_that_exited() {
 #[test]
 fn a_shim_that_exited_after_its_proof_is_not_touched() {
     let e = env();
-    e.container("c1", 4242, "tenant-a/web");
+    let web = e.container("c1", 4242, "tenant-a/web");
     let proc = e.fp.procfs();
     let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().unwrap();
     e.fp.spawn(SHIM, 99, 0, "/").unwrap(); // the pid now names another process
     let err = e
         .store
-        .transaction(|tx| wire(&Engine::new(&e.kernel, &proc, tx), tx, &proc, shim, "sb1", "tenant-a/web"))
+        .transaction(|tx| wire(&Engine::new(&e.kernel, &proc, tx), tx, &proc, shim, "sb1", ("tenant-a/web", web)))
         .unwrap_err();
     assert!(matches!(err, EngineError::TargetGone(SHIM)), "{err:?}");
     assert_eq!(e.kernel.get(SHIM).unwrap(), 0);
@@ -149,8 +154,8 @@ fn a_shim_that_exited_after_its_proof_is_not_touched() {
 #[test]
 fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
     let e = env();
-    e.container("c1", 4242, "tenant-a/web");
-    e.wire("tenant-a/web").unwrap();
+    let web = e.container("c1", 4242, "tenant-a/web");
+    e.wire("tenant-a/web", web).unwrap();
     assert_ne!(e.shim_cookie(), 0);
     let proc = e.fp.procfs();
     let shim = find(&proc, Proof::Runtime(RUNTIME)).unwrap().unwrap();
@@ -160,8 +165,8 @@ fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
     assert_eq!(e.shim_cookie(), 0, "the cleared container's exec'd processes start at 0");
     assert!(e.store.members("tenant-a/web").unwrap().iter().all(|m| m.container_id != member_id("sb1")));
     // A later container of a group does not give it a cookie again; clearing again changes nothing.
-    e.container("c3", 4444, "tenant-a/web");
-    let w = e.wire("tenant-a/web").unwrap();
+    let c3 = e.container("c3", 4444, "tenant-a/web");
+    let w = e.wire("tenant-a/web", c3).unwrap();
     assert_eq!((w.group.as_str(), w.changed, e.shim_cookie()), ("shim:sb1:cleared", false, 0));
     assert!(!clear().unwrap().changed);
 }

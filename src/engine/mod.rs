@@ -16,7 +16,7 @@ pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
 use crate::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::membership::{self, Liveness, Seen};
-use crate::procfs::{ProcFs, TaskId};
+use crate::procfs::ProcFs;
 use crate::store::{Member, StoreError, Txn};
 use crate::values::{Cookie, Labels, Pid};
 
@@ -164,6 +164,11 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Self { kernel, relay: Relay::on(kernel, proc, on), store }
     }
 
+    /// The kernel this engine acts through.
+    pub fn kernel(&self) -> &'a K {
+        self.kernel
+    }
+
     /// Checks each cached member of `group`: identity, then a GET. Drops the dead ones.
     fn live_members(&self, group: &str, dropped: &mut Vec<String>) -> Result<Vec<Live>, EngineError> {
         let mut live = Vec::new();
@@ -189,36 +194,6 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         Ok(live)
     }
 
-    /// The repeat run (poststart after createRuntime, or createRuntime after old podman's prestart):
-    /// the container's own row names this very init (pid and start time) in this group, and a GET
-    /// on the init shows the row's cookie. That init is a live, identity-checked member holding the
-    /// cookie the group's rows record, which is all the first run established; the other members
-    /// were verified by it a moment ago and are left to the next join, `gc` and the follower.
-    /// Anything else (no row, another pid or group, a cookie that differs) takes the full path.
-    fn already_member(
-        &self,
-        req: &EnsureRequest,
-        row: &Member,
-        target: TaskId,
-    ) -> Result<Option<EnsureOutcome>, EngineError> {
-        if row.group != req.group || row.pid != req.pid || row.start_time != target.start_time || row.cookie == 0 {
-            return Ok(None);
-        }
-        let current = self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
-        if current != row.cookie || !self.relay.same(target)? {
-            return Ok(None);
-        }
-        crate::timing::mark("own row + GET (repeat run)");
-        self.count_ok(req);
-        Ok(Some(EnsureOutcome {
-            cookie: current,
-            via: Via::AlreadySet,
-            converged: Vec::new(),
-            dropped: Vec::new(),
-            left: None,
-        }))
-    }
-
     /// Counts a successful ensure of `req`'s group (best effort: the cookie is set and recorded).
     fn count_ok(&self, req: &EnsureRequest) {
         if let Err(e) = self.store.count(&req.group, true) {
@@ -232,11 +207,6 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         let target = self.relay.identity(req.pid)?;
         let previous = self.store.member(&req.container_id)?;
         crate::timing::mark("target /proc + its row");
-        if let Some(p) = &previous
-            && let Some(outcome) = self.already_member(req, p, target)?
-        {
-            return Ok(outcome);
-        }
         let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
         let mut dropped = Vec::new();
 

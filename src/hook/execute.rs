@@ -1,4 +1,5 @@
-//! The plan carried out: a poststop's stop recorded without the lock; a clear or an ensure under
+//! The plan carried out: a poststop's stop recorded without the lock; a `sched_idle` repeat's
+//! `cpu.idle` written without it; a clear or an ensure under
 //! the lock, in one cache transaction ([`Session::write`]: the engine, then the pod's shim and
 //! `cpu.idle`), followed, still under the lock, by the receipt a later stage checks instead of
 //! opening the cache ([`crate::receipt::record`]). A failure is counted
@@ -17,7 +18,7 @@ use crate::shim;
 use crate::state_dir::StateDir;
 use crate::store::Txn;
 use crate::system::System;
-use crate::values::Pid;
+use crate::values::{Cookie, Pid};
 
 /// Carries out `plan`.
 pub(super) fn execute<K: CoreSched>(
@@ -43,6 +44,18 @@ pub(super) fn execute<K: CoreSched>(
             })?;
             Ok(Done::Forgot(removed))
         }
+        Plan::Idle { dir, id, pid, labels, outcome } => match set_idle(sys, &id, pid, &labels) {
+            Ok(()) => Ok(Done::Ensured(outcome)),
+            Err(error) => {
+                // Counted like a failure after the cookie (the run needed no cache until now).
+                let refill = Refill::of(sys, config);
+                match Session::open(dir.path(), config.lock_timeout(), Create, &refill) {
+                    Ok(session) => session.count_failure(None, error.reason()),
+                    Err(e) => log::debug!("failed to count the failure: {}", crate::error::Chain(&e)),
+                }
+                Ok(Done::EnsuredThenFailed { outcome, error })
+            }
+        },
         Plan::Clear { dir, id, pid, shim } => {
             let (_, removed) = in_session(&dir, config, None, sys, |tx| clear(sys, tx, on, &id, pid, shim.as_ref()))?;
             Ok(Done::Cleared(removed))
@@ -55,19 +68,19 @@ pub(super) fn execute<K: CoreSched>(
                 // record (the transaction commits), or the next member would find no one and
                 // create a second cookie. A failure is counted and reported on its own.
                 let shim_failed = shim.as_ref().and_then(|(shim, sandbox)| {
-                    wire_shim(&e, tx, sys, &req.container_id, *shim, sandbox, &req.group).err()
+                    wire_shim(&e, tx, sys, &req.container_id, *shim, sandbox, (&req.group, out.cookie)).err()
                 });
-                let idle_failed =
-                    sched_idle.then(|| set_idle(tx, sys, &req.container_id, req.pid, &req.labels)).flatten();
+                let idle_failed = sched_idle
+                    .then(|| set_idle(sys, &req.container_id, req.pid, &req.labels).err().map(|e| counted(tx, e)))
+                    .flatten();
                 Ok(match shim_failed.or(idle_failed) {
                     None => Done::Ensured(out),
                     Some(error) => Done::EnsuredThenFailed { outcome: out, error },
                 })
             })?;
-            // Committed, still under the lock: the receipt (not for sched_idle, whose cpu.idle is
-            // written again each time; not for a stand-in, whose rows are not kept).
+            // Committed, still under the lock: the receipt (not for a stand-in, whose rows are
+            // not kept).
             if let Done::Ensured(out) = &done
-                && !sched_idle
                 && session.stand_in().is_none()
             {
                 crate::receipt::record(&sys.proc, &dir, &req.container_id, &req.group, req.pid, out.cookie);
@@ -147,7 +160,7 @@ fn wire_shim<K: CoreSched>(
     id: &str,
     shim: TaskId,
     sandbox: &str,
-    group: &str,
+    group: (&str, Cookie),
 ) -> Result<(), HookError> {
     match shim::wire(e, tx, &sys.proc, shim, sandbox, group) {
         Ok(w) if w.changed => {
@@ -167,26 +180,16 @@ fn wire_shim<K: CoreSched>(
 
 /// Writes `cpu.idle = 1` to the container's own cgroup (its systemd scope under that driver),
 /// recorded in its row so that the follower sets it again when the runtime or systemd reset it.
-/// A failure is counted and returned.
 fn set_idle<K: CoreSched>(
-    tx: &Txn<'_>,
     sys: &System<K>,
     id: &str,
     pid: Pid,
     labels: &crate::values::Labels,
-) -> Option<HookError> {
-    let idle = labels
-        .idle_cgroup
-        .as_deref()
-        .ok_or(CgroupError::NoCgroup(pid))
-        .and_then(|cg| cgroup::set_idle(&sys.cgroup_root, cg));
-    match idle {
-        Ok(file) => {
-            log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
-            None
-        }
-        Err(e) => Some(counted(tx, HookError::Cgroup(e))),
-    }
+) -> Result<(), HookError> {
+    let cg = labels.idle_cgroup.as_deref().ok_or(CgroupError::NoCgroup(pid))?;
+    let file = cgroup::set_idle(&sys.cgroup_root, cg)?;
+    log::info!("container {id}: wrote cpu.idle=1 to {}", file.display());
+    Ok(())
 }
 
 /// Counts a failure that comes after the cookie was set and recorded (best effort), and returns it.

@@ -141,16 +141,18 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
 }
 
 /// Without its receipt (a container the NRI catch-up or rebuild recorded), the repeat run takes
-/// the cache path: its own row and one GET, counted like any ensure.
+/// the full path: the group verified, nothing shared, counted like any ensure, the receipt
+/// written again. The receipt is the one repeat shortcut.
 #[test]
-fn a_repeat_run_without_its_receipt_reads_its_row_and_is_counted() {
+fn a_repeat_run_without_its_receipt_takes_the_full_path_and_is_counted() {
     let e = two_members_of_web();
     std::fs::remove_file(e.dir.path().join("state").join(crate::receipt::DIR).join("c1")).unwrap();
     let before = e.kernel.calls().len();
     let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
     assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
     let calls = e.kernel.calls()[before..].to_vec();
-    assert!(calls.iter().all(|c| !c.contains("4240") && !c.starts_with("share")), "{calls:?}");
+    assert!(calls.iter().all(|c| !c.starts_with("share") && !c.starts_with("create")), "{calls:?}");
+    assert!(calls.contains(&"get 4240".to_string()), "the group is verified: {calls:?}");
     let g = Store::open(&e.dir.path().join("state/cache.db")).unwrap().groups().unwrap();
     assert_eq!((g[0].ok, g[0].failed), (3, 0));
     assert!(e.dir.path().join("state/done/c1").exists(), "the cache path writes the receipt again");
@@ -250,6 +252,46 @@ fn cpu_idle_goes_to_the_containers_scope_and_is_recorded() {
     let m = store.member("c1").unwrap().unwrap();
     assert_eq!(m.labels.idle_cgroup.as_deref(), Some(scope));
     assert_eq!(m.labels.cgroup.as_deref(), Some(init_cg.as_str()));
+}
+
+/// A `sched_idle` container's repeat run whose receipt holds writes `cpu.idle` again (the runtime
+/// may have reset it) without the lock or the cache; a write that fails then is counted.
+#[test]
+fn a_sched_idle_repeat_with_its_receipt_writes_cpu_idle_again_without_the_cache() {
+    let e = env();
+    let scope = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-c1.scope";
+    e.fp.spawn(4242, 42, 0, scope).unwrap();
+    let idle = e.dir.path().join("cg").join(&scope[1..]).join("cpu.idle");
+    std::fs::create_dir_all(idle.parent().unwrap()).unwrap();
+    std::fs::write(&idle, "0").unwrap();
+    let bundle = e.dir.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let spec = r#"{"linux": {"cgroupsPath": "kubepods-besteffort-pod1.slice:cri-containerd:c1"}}"#;
+    std::fs::write(bundle.join("config.json"), spec).unwrap();
+    let state =
+        |status: &str| format!(r#"{{"id":"c1","status":"{status}","pid":4242,"bundle":"{}"}}"#, bundle.display());
+    let config =
+        Config::parse("lock_timeout_ms = 50\n[qos.BE]\nsched_idle = true\n", std::path::Path::new("t.toml")).unwrap();
+    assert!(matches!(e.run(&state("created"), &config).unwrap(), Done::Ensured(_)));
+    assert!(e.dir.path().join("state/done/c1").exists(), "a sched_idle container has its receipt too");
+    std::fs::write(&idle, "0").unwrap();
+    let sd = e.dir.path().join("state");
+    let db = sd.join("cache.db");
+    let before = std::fs::metadata(&db).unwrap().modified().unwrap();
+    {
+        let _held = StateDir::open(&sd).unwrap().lock(std::time::Duration::from_secs(1)).unwrap();
+        let done = e.run(&state("running"), &config).unwrap();
+        assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&idle).unwrap(), "1", "cpu.idle written again");
+    assert_eq!(std::fs::metadata(&db).unwrap().modified().unwrap(), before, "the cache was not opened");
+    // The scope is gone: the write fails, the cookie stays, and the failure is counted.
+    std::fs::remove_file(&idle).unwrap();
+    std::fs::remove_dir(idle.parent().unwrap()).unwrap();
+    let done = e.run(&state("running"), &config).unwrap();
+    assert!(matches!(&done, Done::EnsuredThenFailed { error: HookError::Cgroup(_), .. }), "{done:?}");
+    let failures = Store::open(&db).unwrap().failures().unwrap();
+    assert_eq!(failures.iter().map(|f| f.1).sum::<u64>(), 1, "{failures:?}");
 }
 
 /// A containerd pod: the runtime (pid 600, `runc`) runs under the pod's shim (pid 500).

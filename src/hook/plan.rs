@@ -1,8 +1,8 @@
 //! The hook's plan: what a run does, worked out before the state lock is taken. An invalid
 //! annotation is refused here under `fail_closed`; a repeat run whose receipt still holds is done
-//! here (the one repeat shortcut outside the lock, [`crate::receipt::holds`]); the kernel is
-//! probed, the state dir checked, the pod's shim looked for and the init's cgroup read, so that
-//! under the lock only the cache and the cookies remain.
+//! here, the one repeat shortcut ([`crate::receipt::holds`]; a `sched_idle` container's only
+//! writes `cpu.idle` again); the kernel is probed, the state dir checked, the pod's shim looked
+//! for and the init's cgroup read, so that under the lock only the cache and the cookies remain.
 
 use super::{Done, HookError};
 use crate::config::Config;
@@ -28,6 +28,20 @@ pub(super) enum Plan {
         dir: StateDir,
         /// The container.
         id: String,
+    },
+    /// A repeat run of a `sched_idle` container whose receipt holds: its cookie is done, and only
+    /// `cpu.idle` is written again (the runtime may have reset it since).
+    Idle {
+        /// The state dir (a failure is counted in its cache).
+        dir: StateDir,
+        /// The container.
+        id: String,
+        /// Its init.
+        pid: Pid,
+        /// Where `cpu.idle` goes ([`crate::values::Labels::idle_cgroup`]).
+        labels: crate::values::Labels,
+        /// What the receipt proved.
+        outcome: EnsureOutcome,
     },
     /// The init gets cookie 0 and leaves any group; the pod's shim too, for good.
     Clear {
@@ -79,12 +93,16 @@ pub(super) fn plan<K: CoreSched>(
             Ok(Plan::Stop { dir, id })
         }
         Action::Clear | Action::Ensure { .. } => {
-            if let Action::Ensure { group, sched_idle: false } = &decision.action
-                && let Some(cookie) = repeat(decision, group, pid, sys)
+            if let Action::Ensure { group, sched_idle } = &decision.action
+                && let Some((dir, cookie)) = repeat(decision, group, pid, sys)
             {
                 let via = Via::AlreadySet;
                 let outcome = EnsureOutcome { cookie, via, converged: Vec::new(), dropped: Vec::new(), left: None };
-                return Ok(Plan::Done(Done::Ensured(outcome)));
+                if !sched_idle {
+                    return Ok(Plan::Done(Done::Ensured(outcome)));
+                }
+                let labels = decision.labels(sys.proc.cgroup(pid).ok().flatten());
+                return Ok(Plan::Idle { dir, id, pid, labels, outcome });
             }
             sys.kernel.probe().map_err(|e| {
                 if e.is_unsupported() {
@@ -110,14 +128,19 @@ pub(super) fn plan<K: CoreSched>(
     }
 }
 
-/// The cookie of a repeat run whose receipt proves the container's ensure into `group` done and
-/// still holding ([`crate::receipt::holds`]): no lock, no cache. `None` sends the run down the
-/// full path.
-fn repeat<K: CoreSched>(decision: &Decision, group: &str, pid: Pid, sys: &System<K>) -> Option<crate::values::Cookie> {
+/// The state dir and the cookie of a repeat run whose receipt proves the container's ensure into
+/// `group` done and still holding ([`crate::receipt::holds`]): no lock, no cache. This is the
+/// one repeat shortcut; `None` sends the run down the full path, which repairs what is wrong.
+fn repeat<K: CoreSched>(
+    decision: &Decision,
+    group: &str,
+    pid: Pid,
+    sys: &System<K>,
+) -> Option<(StateDir, crate::values::Cookie)> {
     let dir = StateDir::existing(&sys.state_dir).ok()??;
     let cookie = crate::receipt::holds(&sys.kernel, &sys.proc, dir.path(), &decision.container_id, group, pid)?;
     crate::timing::mark("receipt + GET (repeat run)");
-    Some(cookie)
+    Some((dir, cookie))
 }
 
 /// The pod's shim to wire with the container's group, and its sandbox: for an app container of a

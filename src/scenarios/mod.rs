@@ -228,7 +228,7 @@ fn poststart_after_create_runtime_is_idempotent(w: &mut World) {
     assert_eq!(w.members("web").len(), 1);
 }
 
-/// The repeat run's shortcut (its own row, one GET) must not hide a cookie replaced behind the
+/// The repeat run's shortcut (its receipt, one GET) must not hide a cookie replaced behind the
 /// hook's back: poststart then takes the full path and puts the group's cookie back.
 fn poststart_repairs_an_init_whose_cookie_was_replaced(w: &mut World) {
     let p1 = w.start("c1", &[(GROUP, "web")]);
