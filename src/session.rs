@@ -233,17 +233,16 @@ impl Session {
         backlog: usize,
         f: &impl Fn(&Txn<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let (value, stopped) = self.store.transaction(|s| {
-            let stopped = match self.stand_in {
-                Some(_) => Applied::default(),
-                None => stopped::apply_backlog(self.dir.path(), s, proc, backlog)?,
-            };
-            crate::timing::mark("deferred forgets");
-            let value = f(s)?;
-            crate::fault::point("before_commit");
-            crate::timing::mark("cache writes");
-            Ok::<_, E>((value, stopped))
-        })?;
+        let tx = self.store.begin()?;
+        let stopped = match self.stand_in {
+            Some(_) => Applied::default(),
+            None => stopped::apply_backlog(self.dir.path(), &tx, proc, backlog)?,
+        };
+        crate::timing::mark("deferred forgets");
+        let value = f(&tx)?;
+        crate::fault::point("before_commit");
+        crate::timing::mark("cache writes");
+        tx.commit()?;
         crate::timing::mark("commit");
         crate::fault::point("after_commit");
         stopped.finish();
@@ -254,9 +253,13 @@ impl Session {
     /// the group is known) and the failures by reason. Best effort: a failure to count is logged
     /// at debug level.
     pub fn count_failure(&self, group: Option<&str>, reason: FailureReason) {
-        let counted = self
-            .store
-            .transaction(|s| group.map_or(Ok(()), |g| s.count(g, false)).and_then(|()| s.count_failure(reason)));
+        let counted = self.store.begin().and_then(|tx| {
+            if let Some(g) = group {
+                tx.count(g, false)?;
+            }
+            tx.count_failure(reason)?;
+            tx.commit()
+        });
         if let Err(e) = counted {
             log::debug!("failed to count the failure: {}", Chain(&e));
         }
@@ -294,13 +297,17 @@ fn refill_missing<K: CoreSched>(store: &Store, refill: &Refill<'_, K>) -> Option
     if refill.kernel.probe().is_err_and(|e| e.is_unsupported()) {
         return None;
     }
-    Some(store.transaction(|s| {
-        let r = rebuild::rebuild(s, refill.kernel, refill.proc, refill.roots, refill.config, Fill::Missing)?;
-        if r.unreadable == 0 {
-            s.refilled()?;
-        }
-        Ok(r)
-    }))
+    Some(refill_in(store, refill))
+}
+
+fn refill_in<K: CoreSched>(store: &Store, refill: &Refill<'_, K>) -> Result<RebuildReport, EngineError> {
+    let tx = store.begin()?;
+    let r = rebuild::rebuild(&tx, refill.kernel, refill.proc, refill.roots, refill.config, Fill::Missing)?;
+    if r.unreadable == 0 {
+        tx.refilled()?;
+    }
+    tx.commit()?;
+    Ok(r)
 }
 
 /// Refills a cache that may lack running containers, saying what it found (one line).

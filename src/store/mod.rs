@@ -162,11 +162,32 @@ pub struct Store {
     found: Found,
 }
 
-/// A write transaction open on a [`Store`] ([`Store::transaction`]): the only thing that writes
-/// rows. It reads as the store does.
+/// A write transaction open on a [`Store`] ([`Store::begin`]): the only thing that writes rows.
+/// It reads as the store does. [`Txn::commit`] lands its changes; dropped without a commit (an
+/// error returned early, a panic), it rolls them back.
 #[derive(Debug)]
 pub struct Txn<'s> {
     store: &'s Store,
+    open: bool,
+}
+
+impl Txn<'_> {
+    /// Commits the transaction; when the commit fails, nothing of it lands.
+    pub fn commit(mut self) -> Result<(), StoreError> {
+        self.open = false;
+        self.store.conn.execute_batch("COMMIT").map_err(|e| {
+            self.store.rollback();
+            self.store.err(e)
+        })
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.store.rollback();
+        }
+    }
 }
 
 impl std::ops::Deref for Txn<'_> {
@@ -356,18 +377,20 @@ impl Store {
         &self.path
     }
 
-    /// Runs `f` in one write transaction (`BEGIN IMMEDIATE`): every change `f` makes lands when
-    /// it returns `Ok`, none when it returns `Err` (or panics). The only way this crate writes
-    /// rows: `f` is handed the [`Txn`].
-    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Txn<'_>) -> Result<T, E>) -> Result<T, E> {
+    /// Opens a write transaction (`BEGIN IMMEDIATE`), the only way this crate writes rows: what
+    /// the [`Txn`] writes lands at [`Txn::commit`], and none of it when the `Txn` is dropped
+    /// without one.
+    pub fn begin(&self) -> Result<Txn<'_>, StoreError> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))?;
-        let open = Open(self);
-        let value = f(&Txn { store: self })?;
-        std::mem::forget(open);
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
-            self.rollback();
-            return Err(self.err(e).into());
-        }
+        Ok(Txn { store: self, open: true })
+    }
+
+    /// [`Store::begin`], `f`, then [`Txn::commit`] when `f` returns `Ok`: every change `f` makes
+    /// lands when it returns `Ok`, none when it returns `Err` (or panics).
+    pub fn transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Txn<'_>) -> Result<T, E>) -> Result<T, E> {
+        let tx = self.begin()?;
+        let value = f(&tx)?;
+        tx.commit()?;
         Ok(value)
     }
 
@@ -465,14 +488,6 @@ impl Txn<'_> {
 }
 
 /// The rollback of a [`Store::transaction`] whose closure failed or panicked.
-struct Open<'s>(&'s Store);
-
-impl Drop for Open<'_> {
-    fn drop(&mut self) {
-        self.0.rollback();
-    }
-}
-
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
