@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint bench-split
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint bench-split bench-ab
 
 build:
 	cargo build --release --locked
@@ -86,6 +86,11 @@ bench-footprint:
 # same library, only the hook reachable), alternating rounds (scripts/bench-split.sh).
 bench-split:
 	scripts/bench-split.sh
+
+# The hook's rows against an earlier commit, alternating rounds (scripts/bench-ab.sh; BASE=<commit>,
+# its build kept under target/bench-ab/<commit>).
+bench-ab:
+	BASE=$(BASE) scripts/bench-ab.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the
