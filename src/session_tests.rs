@@ -9,29 +9,24 @@ use serde_json::json;
 use super::*;
 use crate::config::Config;
 use crate::hook::{Done, run};
-use crate::kernel::fake::{FakeKernel, FakeProc};
+use crate::kernel::fake::FakeKernel;
 use crate::oci_state::parse_state;
 use crate::store::Member;
 use crate::system::System;
+use crate::test_world::Ground;
 
 /// The cookie of the container that ran before the cache was lost.
 const OLD: u64 = 0x01d_c00c;
 /// The cookie a member recorded since holds.
 const NEW: u64 = 0x2e4_c00c;
 
-struct Env {
-    dir: tempfile::TempDir,
-    fp: FakeProc,
-    kernel: FakeKernel,
-}
+/// The test world without a cache of its own: the session opens `state/cache.db`.
+type Env = Ground;
 
 impl Env {
     /// Container `r1` of group `web` runs (pid 100, cookie [`OLD`]), and runc's state root says so.
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-        let kernel = FakeKernel::new(fp.procfs());
-        let e = Env { dir, fp, kernel };
+    fn with_r1() -> Self {
+        let e = Ground::new();
         e.fp.spawn(100, 1000, 0, "/r1").unwrap();
         e.kernel.force(100, OLD);
         e.runc("r1", 100, 1000);
@@ -62,14 +57,9 @@ impl Env {
         std::fs::write(d.join("state.json"), serde_json::to_vec(&st).unwrap()).unwrap();
     }
 
-    fn sys(&self) -> System<&FakeKernel> {
-        System {
-            kernel: &self.kernel,
-            proc: self.fp.procfs(),
-            cgroup_root: self.dir.path().join("cg"),
-            state_dir: self.state_dir(),
-            runtime_roots: vec![RuntimeRoot::runc(self.dir.path().join("runc"))],
-        }
+    /// The system over this world, with its state dir and runc's state root.
+    fn node(&self) -> System<&FakeKernel> {
+        System { runtime_roots: vec![RuntimeRoot::runc(self.path("runc"))], ..self.sys(self.state_dir()) }
     }
 
     /// The createRuntime hook of container `id` (group `web`, init `pid`).
@@ -80,7 +70,9 @@ impl Env {
         let config = Config::default();
         let input = crate::hook::input(&parse_state(json.as_bytes()).unwrap(), None).unwrap();
         let d = crate::policy::decide(&input, &config).unwrap();
-        std::thread::scope(|s| s.spawn(|| run(&d, &config, &self.sys())).join().unwrap()).unwrap()
+        // On a thread of its own: the hook relays on its calling thread, whose cookie changes.
+        let sys = self.node();
+        std::thread::scope(|s| s.spawn(|| run(&d, &config, &sys)).join().unwrap()).unwrap()
     }
 
     fn members(&self) -> Vec<(String, u64)> {
@@ -100,7 +92,7 @@ impl Env {
 
 #[test]
 fn a_new_cache_is_filled_before_the_first_container_decides() {
-    let e = Env::new();
+    let e = Env::with_r1();
     e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
     e.ensure("c2", 4242);
     assert_eq!(e.kernel.get(4242).unwrap(), OLD, "c2 joined the running member's cookie");
@@ -109,7 +101,7 @@ fn a_new_cache_is_filled_before_the_first_container_decides() {
 
 #[test]
 fn a_damaged_cache_is_moved_aside_and_refilled_before_the_next_container_decides() {
-    let e = Env::new();
+    let e = Env::with_r1();
     std::fs::write(e.db(), b"not a database, not even close".repeat(200)).unwrap();
     e.fp.spawn(4242, 5000, 0, "/c2").unwrap();
     e.ensure("c2", 4242);
@@ -124,7 +116,7 @@ fn a_damaged_cache_is_moved_aside_and_refilled_before_the_next_container_decides
 /// cookie of those older members.
 #[test]
 fn an_older_builds_cache_that_lost_members_is_refilled_and_its_group_converges() {
-    let e = Env::new();
+    let e = Env::with_r1();
     e.fp.spawn(300, 3000, 0, "/n1").unwrap();
     e.kernel.force(300, NEW);
     {
@@ -149,7 +141,7 @@ fn an_older_builds_cache_that_lost_members_is_refilled_and_its_group_converges()
 /// group's cookie, from the running members the runtimes' state shows, and writes no receipt.
 #[test]
 fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_state() {
-    let e = Env::new();
+    let e = Env::with_r1();
     {
         let s = Store::open(&e.db()).unwrap();
         s.transaction(|tx| tx.upsert_member(&Member { cookie: OLD, ..Member::new("r1", "web", 100, 1000) })).unwrap();
@@ -171,7 +163,7 @@ fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_st
     assert_eq!(e.files(), files, "a receipt, a fresh cache or an aside file appeared");
     // A session says why it works on a stand-in.
     let config = Config::default();
-    let sys = e.sys();
+    let sys = e.node();
     let session = Session::open(&e.state_dir(), Duration::from_secs(1), Create, &Refill::of(&sys, &config)).unwrap();
     assert_eq!(session.stand_in(), Some(&Unusable::Newer(9)));
     assert_eq!(session.store().members("web").unwrap().len(), 1, "the stand-in holds the running member");
@@ -180,9 +172,9 @@ fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_st
 /// Readers create nothing: no state dir, no cache, nothing refilled.
 #[test]
 fn an_existing_session_creates_nothing() {
-    let e = Env::new();
+    let e = Env::with_r1();
     let config = Config::default();
-    let sys = e.sys();
+    let sys = e.node();
     std::fs::remove_dir(e.state_dir()).unwrap();
     assert!(
         Session::open(&e.state_dir(), Duration::from_secs(1), Existing, &Refill::of(&sys, &config)).unwrap().is_none()
@@ -194,9 +186,9 @@ fn an_existing_session_creates_nothing() {
 /// leaves the refill owed: the next opener tries again, and the first complete one settles it.
 #[test]
 fn a_refill_that_misses_a_container_is_owed_to_the_next_opener() {
-    let e = Env::new();
+    let e = Env::with_r1();
     let config = Config::default();
-    let sys = e.sys();
+    let sys = e.node();
     let open = || Session::open(&e.state_dir(), Duration::from_secs(1), Create, &Refill::of(&sys, &config)).unwrap();
     e.kernel.deny(100);
     let s = open();
@@ -219,7 +211,7 @@ fn a_refill_that_misses_a_container_is_owed_to_the_next_opener() {
 /// a fresh one from the runtimes' state and runs the writer once more there.
 #[test]
 fn a_file_damaged_on_use_is_moved_aside_and_the_writer_runs_once_more_on_a_fresh_one() {
-    let e = Env::new();
+    let e = Env::with_r1();
     {
         let s = Store::open(&e.db()).unwrap();
         s.transaction(|tx| {
@@ -234,7 +226,7 @@ fn a_file_damaged_on_use_is_moved_aside_and_the_writer_runs_once_more_on_a_fresh
     bytes[4096..2 * 4096].fill(0xa5);
     std::fs::write(e.db(), &bytes).unwrap();
     let config = Config::default();
-    let sys = e.sys();
+    let sys = e.node();
     let refill = Refill::of(&sys, &config);
     let mut session = Session::open(&e.state_dir(), Duration::from_secs(1), Create, &refill).unwrap();
     assert_eq!(session.store().found(), &Found::Current, "the damage shows only on use");

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::kernel::fake::{FakeKernel, FakeProc};
-use crate::test_world::World;
+use crate::test_world::{Ground, World};
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -16,7 +16,7 @@ const SHIM: Pid = 500;
 const RUNTIME: Pid = 600;
 
 fn env() -> Env {
-    let World { dir, fp, kernel, store, .. } = World::new();
+    let (Ground { dir, fp, kernel, .. }, store) = World::new().into_parts();
     fp.spawn(SHIM, 50, 0, "/system.slice/containerd.service").unwrap();
     fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
     fp.spawn(RUNTIME, 60, 0, "/system.slice/containerd.service").unwrap();

@@ -1,11 +1,11 @@
 //! The unit tests of `src/stopped.rs`.
 
 use super::*;
-use crate::test_world::World;
+use crate::test_world::{Ground, World};
 
 #[test]
 fn a_forget_removes_a_dead_member_and_keeps_a_live_one_that_took_the_id() {
-    let World { dir, fp, proc, store, .. } = World::new();
+    let (Ground { dir, fp, proc, .. }, store) = World::new().into_parts();
     fp.spawn(10, 100, 0, "/a").unwrap();
     fp.spawn(11, 200, 0, "/b").unwrap();
     store
@@ -31,7 +31,7 @@ fn a_forget_removes_a_dead_member_and_keeps_a_live_one_that_took_the_id() {
 
 #[test]
 fn the_hook_applies_the_recorded_stops_only_once_they_pile_up() {
-    let World { dir, fp, store, .. } = World::new();
+    let (Ground { dir, fp, .. }, store) = World::new().into_parts();
     for i in 0..HOOK_BACKLOG {
         let id = format!("c{i}");
         store.transaction(|s| s.upsert_member(&Member::new(id.as_str(), "g", 9, 5)).map(drop)).unwrap();
@@ -49,7 +49,7 @@ fn the_hook_applies_the_recorded_stops_only_once_they_pile_up() {
 
 #[test]
 fn a_rolled_back_transaction_keeps_the_files() {
-    let World { dir, fp, store, .. } = World::new();
+    let (Ground { dir, fp, .. }, store) = World::new().into_parts();
     store.transaction(|s| s.upsert_member(&Member::new("dead", "g", 9, 5)).map(drop)).unwrap();
     record(dir.path(), "dead").unwrap();
     let r: Result<(), StoreError> = store.transaction(|s| {

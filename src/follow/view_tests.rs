@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::kernel::Scope;
-use crate::kernel::fake::{FakeKernel, FakeProc};
+use crate::test_world::Ground;
 use crate::values::Labels;
 
 fn member(id: &str, group: &str, pid: i32, cg: Option<&str>) -> Member {
@@ -14,9 +14,7 @@ fn member(id: &str, group: &str, pid: i32, cg: Option<&str>) -> Member {
 
 #[test]
 fn only_live_members_with_a_cookie_and_a_plain_cgroup_are_in_the_view() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path()).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
+    let Ground { fp, kernel, .. } = Ground::new();
     for (pid, cg) in [(10, "/pod/a"), (11, "/pod/b"), (12, "/pod/c"), (13, "/"), (14, "/x/../y")] {
         fp.spawn(pid, 1000 + pid as u64, 0, cg).unwrap();
     }
@@ -41,9 +39,7 @@ fn only_live_members_with_a_cookie_and_a_plain_cgroup_are_in_the_view() {
 
 #[test]
 fn live_members_with_an_idle_cgroup_are_kept_idle_whatever_their_cookie() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path()).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
+    let Ground { fp, kernel, .. } = Ground::new();
     fp.spawn(10, 1010, 0, "/be/a.scope/container").unwrap();
     fp.spawn(11, 1011, 0, "/be/b").unwrap();
     let with_idle = |id: &str, pid: i32, idle: &str| Member {
@@ -94,9 +90,7 @@ fn the_most_specific_cgroup_wins_and_a_shared_one_is_ambiguous() {
 
 #[test]
 fn a_converged_or_changed_group_is_named_and_dead_inits_are_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path()).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
+    let Ground { fp, kernel, .. } = Ground::new();
     for (pid, cg) in [(10, "/a"), (11, "/b"), (12, "/c")] {
         fp.spawn(pid, 1000 + pid as u64, 0, cg).unwrap();
         kernel.create(pid, Scope::ThreadGroup).unwrap();

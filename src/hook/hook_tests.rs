@@ -5,13 +5,13 @@ use crate::kernel::fake::{FakeKernel, FakeMode};
 use crate::oci_state::parse_state;
 use crate::state_dir::StateDir;
 use crate::store::Store;
-use crate::test_world::World;
+use crate::test_world::Ground;
 
 /// The test world; the hook's state dir is `state/` in it.
-type Env = World;
+type Env = Ground;
 
 fn env() -> Env {
-    World::new()
+    Ground::new()
 }
 
 impl Env {

@@ -1,7 +1,7 @@
 //! The unit tests of `src/nri/catchup.rs`.
 
 use super::*;
-use crate::test_world::World;
+use crate::test_world::{Ground, World};
 
 #[test]
 fn the_pid_is_nris_else_containerds_init_pid_file() {
@@ -149,9 +149,8 @@ fn a_forged_container_namespace_leaves_a_caught_up_container_in_its_pods_group()
 fn a_catch_up_in_a_cgroup_namespace_of_its_own_records_host_paths() {
     // The plugin in a container whose cgroup namespace is rooted at the host's
     // /kubepods/besteffort/podD/nri: /proc shows other cgroups relative to it.
-    let dir = tempfile::tempdir().unwrap();
+    let Ground { dir, fp, kernel, .. } = Ground::new();
     let root = dir.path().join("proc");
-    let fp = crate::kernel::fake::FakeProc::new(&root).unwrap();
     let me = std::process::id() as crate::values::Pid;
     fp.spawn(1, 1, 0, "/../../../..").unwrap();
     fp.spawn(me, 5, 0, "/").unwrap();
@@ -168,7 +167,6 @@ fn a_catch_up_in_a_cgroup_namespace_of_its_own_records_host_paths() {
     std::fs::create_dir_all(mount.join("kubepods/besteffort/pod1/c1")).unwrap();
     std::fs::write(mount.join("cgroup.procs"), "1\n").unwrap();
     std::fs::write(own.join("cgroup.procs"), format!("{me}\n")).unwrap();
-    let kernel = crate::kernel::fake::FakeKernel::new(fp.procfs());
     let surroundings = crate::system::Surroundings {
         proc_root: root.clone(),
         cgroup_mount: mount,

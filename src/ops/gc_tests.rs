@@ -3,14 +3,14 @@
 use super::*;
 use crate::kernel::fake::FakeProc;
 use crate::store::{Member, Store};
-use crate::test_world::World;
+use crate::test_world::{Ground, World};
 
 fn member(id: &str, group: &str, pid: Pid, start_time: u64) -> Member {
     Member { cookie: 0x5eed, ..Member::new(id, group, pid, start_time) }
 }
 
 fn setup() -> (tempfile::TempDir, FakeProc, Store) {
-    let World { dir, fp, store, .. } = World::new();
+    let (Ground { dir, fp, .. }, store) = World::new().into_parts();
     (dir, fp, store)
 }
 

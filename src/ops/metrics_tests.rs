@@ -4,8 +4,9 @@ use super::*;
 use std::io::Write as _;
 
 use crate::kernel::Scope;
-use crate::kernel::fake::{FakeKernel, FakeMode, FakeProc};
+use crate::kernel::fake::{FakeKernel, FakeMode};
 use crate::store::Member;
+use crate::test_world::{Ground, World};
 use crate::values::{Labels, Pid};
 
 fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Member {
@@ -32,11 +33,7 @@ struct Seeded {
 }
 
 fn seeded() -> Seeded {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let proc = fp.procfs();
-    let kernel = FakeKernel::new(proc.clone());
-    let store = Store::open(&dir.path().join("cache.db")).unwrap();
+    let (Ground { dir, fp, proc, kernel }, store) = World::new().into_parts();
     for (pid, start) in [(100, 10), (101, 11), (200, 20), (300, 99)] {
         fp.spawn(pid, start, 0, "/kubepods/x").unwrap();
     }
@@ -259,11 +256,8 @@ fn unsupported_kernel_reports_zero_and_cached_cookies() {
 
 #[test]
 fn empty_cache_is_still_valid() {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
-    let store = Store::open(&dir.path().join("cache.db")).unwrap();
-    let text = render(&store, &kernel, &fp.procfs()).unwrap();
+    let w = World::new();
+    let text = render(&w.store, &w.kernel, &w.proc).unwrap();
     assert!(text.contains("oci_coresched_hook_kernel_supported 1\n"));
     if let Some(fams) = parse_with_prometheus_client(&text) {
         assert_eq!(fams.as_array().unwrap().len(), 5, "{fams:#}");

@@ -3,6 +3,7 @@
 use crate::kernel::fake::{FakeKernel, FakeProc};
 use crate::kernel::{CoreSched, Scope};
 use crate::store::{Member, Store};
+use crate::test_world::{Ground, World};
 use crate::values::{Labels, Pid};
 
 struct Seeded {
@@ -23,16 +24,13 @@ fn member(id: &str, group: &str, pid: Pid, start_time: u64, cookie: u64) -> Memb
 /// Group tenant-a/web: a1 (pid 100, 2 threads) and a2 (pid 200) sharing one cookie; group
 /// tenant-a/db: b1 (pid 300) whose cached start time no longer matches (its pid was reused).
 fn seeded() -> Seeded {
-    let dir = tempfile::tempdir().unwrap();
-    let fp = FakeProc::new(dir.path().join("proc")).unwrap();
-    let kernel = FakeKernel::new(fp.procfs());
+    let (Ground { dir, fp, kernel, .. }, store) = World::new().into_parts();
     fp.spawn(100, 10, 2, "/a1").unwrap();
     fp.spawn(200, 20, 0, "/a2").unwrap();
     fp.spawn(300, 99, 0, "/stranger").unwrap();
     kernel.create(100, Scope::ThreadGroup).unwrap();
     let web = kernel.get(100).unwrap();
     kernel.force(200, web);
-    let store = Store::open(&dir.path().join("cache.db")).unwrap();
     store.transaction(|tx| tx.upsert_member(&member("a1", "tenant-a/web", 100, 10, web))).unwrap();
     store.transaction(|tx| tx.upsert_member(&member("a2", "tenant-a/web", 200, 20, web))).unwrap();
     store.transaction(|tx| tx.upsert_member(&member("b1", "tenant-a/db", 300, 30, 0x77))).unwrap();
