@@ -7,7 +7,7 @@
 # prefixed by its side and round; the lines for a scenario side by side are the A/B.
 #
 #   BASE (a commit, required), OCH_BENCH_RUNS (timed runs per scenario, default 200),
-#   OCH_AB_ROUNDS (default 2)
+#   OCH_AB_ROUNDS (default 2), OCH_BENCH_ONLY (default share,create,lifecycle,floor)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,19 +29,21 @@ if [[ ! -x $tree/bin/oci-coresched-hook ]]; then
     git worktree remove --force "$tree/src"
 fi
 cargo build --release "${args[@]}" --bin oci-coresched-hook --example floor-empty --example floor-sqlite
-# Both sides run from copies laid out alike, with the same floors beside them (benches/process.rs
-# looks for them there).
-here=$root/target/bench-ab/this/bin
-rm -rf "$here"
-mkdir -p "$here/examples" "$tree/bin/examples"
-cp "$root/target/$triple/release/oci-coresched-hook" "$here/"
-for d in "$here" "$tree/bin"; do
+# Both sides run from copies written now, alike, with the same floors beside them (benches/process.rs
+# looks for them there): how a binary's pages came into the page cache (written, or read back from
+# disk) moves its start-up by as much as 0.1x of /bin/true (BENCHMARKS.md, "One binary or two").
+run=$root/target/bench-ab/run
+rm -rf "$run"
+for side in base this; do
+    mkdir -p "$run/$side/examples"
     cp "$root/target/$triple/release/examples/floor-empty" "$root/target/$triple/release/examples/floor-sqlite" \
-        "$d/examples/"
+        "$run/$side/examples/"
 done
-a=$tree/bin/oci-coresched-hook
-b=$here/oci-coresched-hook
-out=$root/target/bench-ab/runs
+cp "$tree/bin/oci-coresched-hook" "$run/base/"
+cp "$root/target/$triple/release/oci-coresched-hook" "$run/this/"
+a=$run/base/oci-coresched-hook
+b=$run/this/oci-coresched-hook
+out=$root/target/bench-ab/tables
 mkdir -p "$out"
 printf 'bench-ab: base %s (%s bytes) against this tree %s (%s bytes)\n' \
     "${commit:0:7}" "$(stat -c %s "$a")" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes)" \
@@ -52,7 +54,7 @@ for ((r = 1; r <= rounds; r++)); do
         bin=${!which}
         side=$([[ $which == a ]] && echo base || echo this)
         echo "== round $r, $side ==" >&2
-        OCH_BENCH_HOOK=$bin OCH_BENCH_ONLY=share,create,lifecycle,floor \
+        OCH_BENCH_HOOK=$bin OCH_BENCH_ONLY=${OCH_BENCH_ONLY:-share,create,lifecycle,floor} \
             cargo bench "${args[@]}" --bench process >"$out/$side-$r.txt"
         grep -E '^\| (share|create|lifecycle|floor)' "$out/$side-$r.txt" | sed "s/^/$side$r /"
     done
