@@ -134,10 +134,14 @@ pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyho
     let mut text = exposition(sys, config, false)?;
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
     let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
-    match std::fs::read_to_string(&follow) {
-        Ok(f) => text.push_str(&f),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => log::warn!("failed to read {}: {e}", follow.display()),
+    match crate::follow::stats::read_page(&follow) {
+        Ok(Some(f)) => text.push_str(&f),
+        Ok(None) => {}
+        Err(e) => log::warn!(
+            "{}; left out of the metrics (the running follower rewrites it every {} s)",
+            crate::error::Chain(&e),
+            crate::follow::METRICS_EVERY.as_secs()
+        ),
     }
     match output {
         Some(path) => crate::textfile::write(path, &text)

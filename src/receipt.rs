@@ -102,16 +102,24 @@ pub fn remove(state_dir: &Path, container_id: &str) {
     }
 }
 
-/// The receipt of `container_id`, when one exists and parses.
+/// The receipt of `container_id`: `None` when there is none (or it cannot be opened, e.g. a
+/// symlink); a receipt that is there but does not parse (one torn by a crash, one a build of
+/// another version wrote) is said in one line, and `None` too: the caller's full path writes
+/// it anew.
 fn read(state_dir: &Path, container_id: &str) -> Option<Receipt> {
     let mut buf = [0u8; 512];
-    let mut f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(path(state_dir, container_id))
-        .ok()?;
+    let file = path(state_dir, container_id);
+    let mut f = OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW).open(&file).ok()?;
     let n = std::io::Read::read(&mut f, &mut buf).ok()?;
-    Receipt::parse(std::str::from_utf8(&buf[..n]).ok()?)
+    let parsed = std::str::from_utf8(&buf[..n]).ok().and_then(Receipt::parse);
+    if parsed.is_none() {
+        log::info!(
+            "container {container_id}: its receipt {} is not one this build reads (torn, or another version's); \
+             taking the full path, which writes it anew",
+            file.display()
+        );
+    }
+    parsed
 }
 
 /// The cookie `pid` holds when `container_id`'s receipt proves that its ensure into `group` is

@@ -80,7 +80,11 @@ pub fn apply_backlog(state_dir: &Path, store: &Txn<'_>, proc: &ProcFs, min: usiz
         if let Some(m) = store.member(&id)? {
             match crate::membership::liveness(proc, m.init()) {
                 Liveness::Alive => {
-                    log::debug!("stopped container {id}: its id now names a live container (pid {}); kept", m.pid);
+                    log::info!(
+                        "stopped container {id}: its id now names a live container (pid {}); kept, and the stop \
+                         dropped",
+                        m.pid
+                    );
                 }
                 Liveness::Dead | Liveness::Reused => {
                     store.remove_member(&id)?;

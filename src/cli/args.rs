@@ -13,9 +13,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::hook::Stage;
 
+/// What `--version` says after the name: the package version and the commit it was built from
+/// (`build.rs`; `unknown` outside a git checkout).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("OCH_COMMIT"), ")");
+
 /// Gives containers Linux core-scheduling cookies by group, as an OCI runtime hook.
 #[derive(Debug, Parser)]
-#[command(name = "oci-coresched-hook", version, about, after_help = crate::exit_codes::HELP)]
+#[command(name = "oci-coresched-hook", version = VERSION, about, after_help = crate::exit_codes::HELP)]
 pub struct Cli {
     /// Config file [default: /etc/oci-coresched-hook/config.toml; a missing default file means defaults]
     #[arg(long, global = true, value_name = "FILE")]

@@ -1,7 +1,38 @@
 //! The follower's counters and their Prometheus text (written to `follow.prom` in the state dir,
-//! which the `metrics` command appends to its own output).
+//! which the `metrics` command appends to its own output, through [`read_page`]: the one reader
+//! of that file).
+
+use std::path::{Path, PathBuf};
 
 use crate::ops::metrics::{family, sample};
+
+/// The prefix of every family the follower writes.
+pub const PREFIX: &str = "oci_coresched_hook_follow_";
+
+/// Why `follow.prom` was left out.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// It could not be read.
+    #[error("failed to read the follower's page {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It holds a line the follower of this build does not write (a follower of another
+    /// version, another program's file).
+    #[error("the follower's page {path} is not in this build's format: line {line} is {text:?}")]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// The line's number, from 1.
+        line: usize,
+        /// The line (at most 80 characters of it).
+        text: String,
+    },
+}
 
 /// Upper bounds of the window histogram, seconds.
 pub const WINDOW_BUCKETS: [f64; 11] = [0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 1.0, 10.0];
@@ -66,7 +97,7 @@ impl Stats {
     /// Prometheus text, exposition format 0.0.4.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let p = "oci_coresched_hook_follow_";
+        let p = PREFIX;
         let counter = |out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], v: u64| {
             family(out, &format!("{p}{name}"), "counter", help);
             sample(out, &format!("{p}{name}"), labels, v as f64);
@@ -181,6 +212,30 @@ impl Stats {
 pub(super) fn own_cpu_seconds(proc: &crate::procfs::ProcFs) -> f64 {
     let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     proc.cpu_ticks(std::process::id() as crate::values::Pid).ok().flatten().map_or(0.0, |t| t as f64 / hz)
+}
+
+/// The follower's page at `path` as `metrics` appends it: `None` when there is none (no follower
+/// ran since the state dir was made); an error when a line is not one the follower of this build
+/// writes: a `# HELP` or `# TYPE` line of a family named [`PREFIX`]…, or a sample of one.
+pub fn read_page(path: &Path) -> Result<Option<String>, PageError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(PageError::Io { path: path.to_path_buf(), source }),
+    };
+    let ours = |line: &str| {
+        let name = line.strip_prefix("# HELP ").or_else(|| line.strip_prefix("# TYPE ")).unwrap_or(line);
+        name.strip_prefix(PREFIX).is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_lowercase()))
+    };
+    match text.lines().position(|l| !ours(l)) {
+        None if text.ends_with('\n') || text.is_empty() => Ok(Some(text)),
+        None => Err(foreign(path, text.lines().count(), text.lines().last().unwrap_or_default())),
+        Some(i) => Err(foreign(path, i + 1, text.lines().nth(i).unwrap_or_default())),
+    }
+}
+
+fn foreign(path: &Path, line: usize, text: &str) -> PageError {
+    PageError::Foreign { path: path.to_path_buf(), line, text: text.chars().take(80).collect() }
 }
 
 pub(super) fn write_metrics(path: &std::path::Path, stats: &Stats) {

@@ -158,6 +158,23 @@ fn a_repeat_run_without_its_receipt_takes_the_full_path_and_is_counted() {
     assert!(e.dir.path().join("state/done/c1").exists(), "the cache path writes the receipt again");
 }
 
+/// A receipt torn by a crash (or written by another version) is no receipt: the repeat run takes
+/// the full path, keeps the group's cookie and writes the receipt anew, which then holds.
+#[test]
+fn a_torn_receipt_sends_the_repeat_down_the_full_path_which_writes_it_anew() {
+    let e = two_members_of_web();
+    let sd = e.path("state");
+    let receipt = sd.join(crate::receipt::DIR).join("c1");
+    std::fs::write(&receipt, "v1 4242 1 c0").unwrap();
+    let cookie = e.kernel.get(4242).unwrap();
+    let sys = e.sys(sd.clone());
+    assert_eq!(crate::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), None);
+    let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert_eq!(e.kernel.get(4242).unwrap(), cookie);
+    assert_eq!(crate::receipt::holds(&sys.kernel, &sys.proc, &sd, "c1", "web", 4242), Some(cookie), "written anew");
+}
+
 /// A poststart whose receipt holds neither takes the lock nor opens the cache: it succeeds while
 /// another process holds the lock, and leaves the cache file untouched.
 #[test]

@@ -24,6 +24,7 @@ mod explain_fixtures;
 mod faults;
 mod field_fixtures;
 mod follow;
+mod leftovers;
 mod nri;
 mod operator_commands;
 mod packaging;

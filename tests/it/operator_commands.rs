@@ -155,6 +155,17 @@ fn help_version_and_usage_errors_exit_with_the_documented_codes() {
         let text = if want == 0 { &out.stdout } else { &out.stderr };
         check!(env, text.contains(stream_has), "{args:?}: {stream_has:?} missing from {text:?}");
     }
+    // `--version` names the package version and the commit of the checkout it was built in.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let want = format!("oci-coresched-hook {} (commit {head})\n", env!("CARGO_PKG_VERSION"));
+    check_eq!(env, env.binary(&["--version"]).stdout, want, "--version");
     let help = env.binary(&["--help"]).stdout;
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for code in ["0", "1", "2"] {
