@@ -1,5 +1,6 @@
 //! The cache session: the one way the hook, the NRI plugin's catch-up, the follower and every
-//! operator command open the cache. A session holds the state lock, the open [`Store`] and what
+//! operator command open the cache, [`Session::open`] with [`Create`] (a writer that records) or
+//! [`Existing`] (nothing is created). A session holds the state lock, the open [`Store`] and what
 //! became of the file on the way in:
 //!
 //! - **ours, current**: used as it is;
