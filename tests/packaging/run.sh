@@ -6,7 +6,8 @@
 #  1. build:       scripts/package.sh builds the .deb, the .rpm and the node installer image
 #                  (set OCH_PACKAGING_NO_BUILD=1 to test the artifacts already in target/)
 #  2. config:      the shipped config parses with the binary, equals the defaults, names every key
-#  3. deb/rpm:     dpkg-deb -c / rpm -qlp list every file with its mode and owner; config marked
+#  3. deb/rpm:     dpkg-deb -c / rpm -qlp list every file with its mode and owner; config marked;
+#                  the .rpm's scriptlets run by rpm in a scratch root (install, upgrade, erase)
 #  4. install:     dpkg -i here; real podman with --hooks-dir /usr/share/containers/oci/hooks.d and
 #                  runc with containerd's base runtime spec run containers and the installed hook
 #                  logs a `decision {...}` line naming them (the kernel has no CONFIG_SCHED_CORE, so
@@ -265,6 +266,52 @@ if [[ -n $RPM ]] && need "rpm contents" "rpm|rpm (apt-get install rpm)"; then
     [[ $reqs != *libc.so* && $reqs == */bin/sh* ]] && ok "rpm Requires: $reqs (static binary: no libc.so)" ||
         bad "rpm Requires '$reqs' name libc.so or lack /bin/sh (the binary is meant to be static; scriptlets need sh)"
 elif [[ -z $RPM ]]; then bad "no .rpm in target/generate-rpm"; fi
+
+# The .rpm's scriptlets as rpm itself runs them, in a scratch root (this host is Debian: no dnf, no
+# systemd in the root): busybox for sh and the few tools they call, a recording `systemctl` whose
+# `is-enabled` answers by the file /enabled, and /run/systemd/system so that they act as on a
+# booted system. Install ($1 = 1), reinstall (the upgrade branches: %post with 2, the outgoing
+# %postun with 1) and erase ($1 = 0), each with the systemctl calls it makes and what it leaves.
+rpm_calls() { cat "$R/systemctl.log" 2>/dev/null; : >"$R/systemctl.log"; }
+if [[ -n $RPM ]] && need "rpm scriptlets in a scratch root" "root" "rpm|rpm (apt-get install rpm)" \
+    "busybox|busybox (apt-get install busybox-static)"; then
+    log "3b. the .rpm's scriptlets, run by rpm in a scratch root"
+    R=$T/rpmroot
+    mkdir -p "$R/bin" "$R/usr/bin" "$R/dev" "$R/run/systemd/system" "$R/tmp"
+    cp "$(command -v busybox)" "$R/bin/busybox"
+    for a in sh mkdir chmod rm rmdir cat; do ln -s busybox "$R/bin/$a"; done
+    mknod -m 666 "$R/dev/null" c 1 3
+    printf '%s\n' '#!/bin/sh' 'echo "systemctl $*" >>/systemctl.log' \
+        'case " $* " in *" is-enabled "*) [ -e /enabled ] || exit 1 ;; esac' >"$R/usr/bin/systemctl"
+    chmod 0755 "$R/usr/bin/systemctl"
+    rpmq() { rpm --root "$R" --nodeps "$@" 2>&1 | grep -v -e 'use Alien' -e 'assuming you know'; }
+    rpm --root "$R" --initdb
+    rpmq -i "$RPM" >"$T/rpm-install.out"
+    check "rpm -i in a scratch root" rpm --root "$R" -q "$PKG"
+    calls=$(rpm_calls)
+    expect="systemctl daemon-reload
+systemctl --no-reload enable $PKG-reconcile.service $PKG-gc.timer
+systemctl start $PKG-reconcile.service $PKG-gc.timer"
+    [[ $calls == "$expect" ]] && ok "rpm %post (install): enables and starts the follower and the gc timer" ||
+        bad "rpm %post (install) called: $calls"
+    [[ $(stat -c %a "$R/run/$PKG" 2>/dev/null) == 700 ]] && ok "rpm %post made /run/$PKG 0700" ||
+        bad "rpm %post: /run/$PKG is $(stat -c %a "$R/run/$PKG" 2>&1)"
+    mkdir "$R/run/$PKG/done" && touch "$R/enabled"
+    rpmq --replacepkgs -U "$RPM" >"$T/rpm-upgrade.out"
+    calls=$(rpm_calls)
+    for want in "systemctl restart $PKG-reconcile.service" "systemctl try-restart $PKG-gc.timer $PKG-nri.service" \
+        "systemctl --no-reload disable $PKG-reconcile.timer" \
+        "systemctl try-restart $PKG-reconcile.service $PKG-nri.service $PKG-gc.timer"; do
+        grep -qxF "$want" <<<"$calls" && ok "rpm upgrade: $want" || bad "rpm upgrade did not call '$want': $calls"
+    done
+    [[ -d $R/run/$PKG/done ]] && ok "rpm upgrade keeps the state dir" || bad "rpm upgrade removed /run/$PKG"
+    rpmq -e "$PKG" >"$T/rpm-erase.out"
+    calls=$(rpm_calls)
+    grep -qxF "systemctl --no-reload disable --now $PKG-reconcile.service $PKG-gc.timer $PKG-nri.service" <<<"$calls" &&
+        ok "rpm %preun (erase): disables and stops every unit" || bad "rpm %preun (erase) called: $calls"
+    [[ ! -e $R/run/$PKG && ! -e $R/usr/bin/$PKG ]] && ok "rpm -e removes the binary and the state dir" ||
+        bad "rpm -e left: $(ls -d "$R/run/$PKG" "$R/usr/bin/$PKG" 2>&1)"
+fi
 
 # ---------------------------------------------------------------------------------------------
 log "4. install the .deb here; podman and runc run the installed hook; remove; purge"
