@@ -167,12 +167,11 @@ fn a_torn_receipt_sends_the_repeat_down_the_full_path_which_writes_it_anew() {
     let receipt = sd.join(crate::receipt::DIR).join("c1");
     std::fs::write(&receipt, "v1 4242 1 c0").unwrap();
     let cookie = e.kernel.get(4242).unwrap();
-    let sys = e.sys(sd.clone());
     assert_eq!(crate::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), None);
     let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
     assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
     assert_eq!(e.kernel.get(4242).unwrap(), cookie);
-    assert_eq!(crate::receipt::holds(&sys.kernel, &sys.proc, &sd, "c1", "web", 4242), Some(cookie), "written anew");
+    assert_eq!(crate::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), Some(cookie), "written anew");
 }
 
 /// A poststart whose receipt holds neither takes the lock nor opens the cache: it succeeds while

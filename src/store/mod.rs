@@ -172,13 +172,12 @@ pub struct Txn<'s> {
 }
 
 impl Txn<'_> {
-    /// Commits the transaction; when the commit fails, nothing of it lands.
+    /// Commits the transaction; when the commit fails, nothing of it lands (the drop rolls it
+    /// back).
     pub fn commit(mut self) -> Result<(), StoreError> {
+        self.store.conn.execute_batch("COMMIT").map_err(|e| self.store.err(e))?;
         self.open = false;
-        self.store.conn.execute_batch("COMMIT").map_err(|e| {
-            self.store.rollback();
-            self.store.err(e)
-        })
+        Ok(())
     }
 }
 
