@@ -58,15 +58,18 @@ for b in "$PROBE" "$STORM" "$CORUN"; do
 done
 log "exec-window probe, fork storm and co-run recorder built in $(($(date +%s) - t0)) s"
 
-# The previous release's .deb, for the upgrade part (built from this repository's history once,
-# cached by commit).
-PREV_DEB=$(tests/field/previous-release.sh)
+# The previous release's .deb, node installer image and DaemonSet manifest, for the upgrade part
+# and the DaemonSet part's rolling update between releases (built from this repository's history
+# once, cached by commit).
+PREV=$(tests/field/previous-release.sh)
 
 X=$(mktemp -d "${TMPDIR:-/tmp}/och-field.XXXXXX")
 chmod 755 "$X"
 mkdir -p "$X/in" "$X/states"
 cp -- "$DEB" "$X/in/oci-coresched-hook.deb"
-cp -- "$PREV_DEB" "$X/in/previous.deb"
+cp -- "$PREV/oci-coresched-hook.deb" "$X/in/previous.deb"
+cp -- "$PREV/oci-coresched-hook-image.tar" "$X/in/previous-image.tar"
+cp -- "$PREV/daemonset.yaml" "$X/in/previous-daemonset.yaml"
 cp -- "$STORM" "$X/in/fork-storm"
 cp -- "$CORUN" "$X/in/corun"
 python3 tests/field/mkimage.py "$ROOT" "$X/in" docker.io/local/field:1 "$PROBE=usr/bin/exec-window" "$CORUN=usr/bin/corun"
