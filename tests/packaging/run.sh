@@ -5,9 +5,11 @@
 #
 #  1. build:       scripts/package.sh builds the .deb, the .rpm and the node installer image
 #                  (set OCH_PACKAGING_NO_BUILD=1 to test the artifacts already in target/)
-#  2. config:      the shipped config parses with the binary, equals the defaults, names every key
+#  2. config:      the shipped config parses with the binary, equals the defaults, names every key;
+#                  it and the DaemonSet's ConfigMap parse with the previous release's binary
 #  3. deb/rpm:     dpkg-deb -c / rpm -qlp list every file with its mode and owner; config marked;
-#                  the .rpm's scriptlets run by rpm in a scratch root (install, upgrade, erase)
+#                  the .rpm's scriptlets run by rpm in a scratch root (install, upgrade, erase),
+#                  and between the previous release and this one (rpm -U, rpm -U --oldpackage)
 #  4. install:     dpkg -i here; real podman with --hooks-dir /usr/share/containers/oci/hooks.d and
 #                  runc with containerd's base runtime spec run containers and the installed hook
 #                  logs a `decision {...}` line naming them (the kernel has no CONFIG_SCHED_CORE, so
@@ -152,6 +154,29 @@ if [[ -x $BIN ]]; then
         [[ $a == "$b" ]] || { same=0; echo "       | $f: shipped: $a / defaults: $b"; }
     done
     ((same)) && ok "shipped config decides like the built-in defaults over every fixture" || bad "shipped config differs from the defaults"
+    # The conffile an upgrade installs stays on the node across a rollback and is read by the
+    # previous release's binary in a skew: it must parse there too, as must the DaemonSet's
+    # ConfigMap (a rolled-back image keeps the ConfigMap). The previous release's packages are
+    # built from this repository's history, cached by commit (tests/field/previous-release.sh).
+    if PREV=$(tests/field/previous-release.sh 2>"$T/previous-release.err"); then
+        mkdir -p "$T/prev" && dpkg-deb -x "$PREV/oci-coresched-hook.deb" "$T/prev"
+        PREV_BIN=$T/prev/usr/bin/$PKG
+        python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "ConfigMap": sys.stdout.write(d["data"]["config.toml"])' \
+            packaging/kubernetes/daemonset.yaml >"$T/configmap.toml"
+        for f in "$CONF" "$T/configmap.toml"; do
+            check "the previous release ($(cat "$PREV/version")) parses $([[ $f == "$CONF" ]] && echo "$CONF" || echo "the DaemonSet's ConfigMap")" \
+                "$PREV_BIN" --config "$f" explain --state "$FIXTURE"
+        done
+        { cat "$CONF"; echo 'no_such_key = 1'; } >"$T/prev-bad.toml"
+        if "$PREV_BIN" --config "$T/prev-bad.toml" explain --state "$FIXTURE" >/dev/null 2>&1; then
+            bad "the previous release accepted an unknown key: the check above proves nothing"
+        else ok "the previous release rejects an unknown key (the check bites)"; fi
+    else
+        PREV=
+        bad "cannot build the previous release's packages: $(tail -n 3 "$T/previous-release.err")"
+    fi
 else
     bad "no $BIN to check the config with (build failed?)"
 fi
@@ -311,6 +336,47 @@ systemctl start $PKG-reconcile.service $PKG-gc.timer"
         ok "rpm %preun (erase): disables and stops every unit" || bad "rpm %preun (erase) called: $calls"
     [[ ! -e $R/run/$PKG && ! -e $R/usr/bin/$PKG ]] && ok "rpm -e removes the binary and the state dir" ||
         bad "rpm -e left: $(ls -d "$R/run/$PKG" "$R/usr/bin/$PKG" 2>&1)"
+
+    # Between two releases: the previous release's .rpm (tests/field/previous-release.sh builds it
+    # from this repository's history with that commit's own scripts, cached by commit), upgraded to
+    # this one with `rpm -U` and rolled back with `rpm -U --oldpackage`, the follower enabled.
+    log "3c. the .rpm between releases: the previous release, rpm -U to this one, rpm -U --oldpackage back"
+    if [[ -z ${PREV:-} ]]; then
+        bad "no previous release's packages (their build failed above)"
+    else
+        rpmver() { rpm --root "$R" -q --qf '%{VERSION}' "$PKG" 2>&1; }
+        PREV_VERSION=$(cat "$PREV/version")
+        THIS_VERSION=$(rpm -qp --qf '%{VERSION}' "$RPM" 2>/dev/null)
+        rm -f "$R/enabled" "$R/systemctl.log"
+        rpmq -i "$PREV/oci-coresched-hook.rpm" >"$T/rpm-prev-install.out"
+        [[ $(rpmver) == "$PREV_VERSION" ]] && ok "rpm -i of the previous release ($PREV_VERSION)" ||
+            bad "rpm -i of the previous release: rpm -q says $(rpmver)"
+        rpm_calls >/dev/null
+        mkdir -p "$R/run/$PKG/done" && touch "$R/enabled" "$R/run/$PKG/cache.db"
+        rpmq -U "$RPM" >"$T/rpm-upgrade-between.out"
+        calls=$(rpm_calls)
+        [[ $(rpmver) == "$THIS_VERSION" ]] && ok "rpm -U $PREV_VERSION -> $THIS_VERSION" ||
+            bad "rpm -U from $PREV_VERSION: rpm -q says $(rpmver) ($(cat "$T/rpm-upgrade-between.out"))"
+        for want in "systemctl restart $PKG-reconcile.service" "systemctl try-restart $PKG-gc.timer $PKG-nri.service"; do
+            grep -qxF "$want" <<<"$calls" && ok "rpm -U from $PREV_VERSION: this release's %post calls '$want'" ||
+                bad "rpm -U from $PREV_VERSION did not call '$want': $calls"
+        done
+        [[ -f $R/run/$PKG/cache.db && -d $R/run/$PKG/done ]] && ok "rpm -U from $PREV_VERSION keeps the state dir" ||
+            bad "rpm -U from $PREV_VERSION removed $(ls -A "$R/run/$PKG" 2>&1)"
+        rpmq -U --oldpackage "$PREV/oci-coresched-hook.rpm" >"$T/rpm-rollback.out"
+        calls=$(rpm_calls)
+        [[ $(rpmver) == "$PREV_VERSION" ]] && ok "rpm -U --oldpackage $THIS_VERSION -> $PREV_VERSION (the rollback)" ||
+            bad "rpm -U --oldpackage: rpm -q says $(rpmver) ($(cat "$T/rpm-rollback.out"))"
+        # The previous release's %post restarts only the follower and the timer; the outgoing
+        # %postun (this release's) restarts every unit that runs, the NRI service too.
+        want="systemctl try-restart $PKG-reconcile.service $PKG-nri.service $PKG-gc.timer"
+        grep -qxF "$want" <<<"$calls" && ok "rollback: the outgoing release's %postun calls '$want'" ||
+            bad "rollback: no '$want' among the calls: $calls"
+        [[ -f $R/run/$PKG/cache.db && -d $R/run/$PKG/done ]] && ok "the rollback keeps the state dir" ||
+            bad "the rollback removed $(ls -A "$R/run/$PKG" 2>&1)"
+        rpmq -e "$PKG" >"$T/rpm-prev-erase.out"
+        [[ ! -e $R/usr/bin/$PKG ]] && ok "rpm -e of the previous release removes its binary" || bad "rpm -e left $R/usr/bin/$PKG"
+    fi
 fi
 
 # ---------------------------------------------------------------------------------------------
