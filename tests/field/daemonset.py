@@ -14,12 +14,17 @@
 # DaemonSet's NRI plugin, an ExecSync probe and a CRI Exec (kubectl exec's path) through its
 # follower, co-run pairs on those tenant pods (tests/field/isolation.py: two tenants, one group, an
 # exec'd recorder against another tenant), the plugin's container killed and restarted by
-# "kubelet" with tenant pods started meanwhile (catch-up, then exec'd processes covered), a rolling update (the same image under a new
-# tag), `rebuild`, and the uninstall. Throughout, the DaemonSet's own containers (`nri`, `follow`)
-# must be at cookie 0, also when `follow` was given a cookie by hand before the plugin restarts.
+# "kubelet" with tenant pods started meanwhile (catch-up, then exec'd processes covered), a rolling
+# update to the previous release's manifest and image (tests/field/previous-release.sh builds them
+# from this repository's history) and back to this release's, each with the tenants running
+# (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
+# that release's follower), `rebuild`, and the uninstall. Throughout, this release's DaemonSet
+# containers (`nri`, `follow`) must be at cookie 0, also when `follow` was given a cookie by hand
+# before the plugin restarts.
 #
-#   daemonset.py GEN_DIR MANIFEST IMAGE_TAR CORUN
-#                   CORUN: the co-run recorder on the node; prints TAP lines and a summary line
+#   daemonset.py GEN_DIR MANIFEST IMAGE_TAR CORUN PREV_MANIFEST PREV_IMAGE_TAR
+#                   CORUN: the co-run recorder on the node; PREV_*: the previous release's manifest
+#                   and image; prints TAP lines and a summary line
 """The DaemonSet of packaging/kubernetes/, run as kubelet would run it, in the field tier."""
 
 import json
@@ -166,6 +171,13 @@ def manifest_image(manifest):
     return images.pop()
 
 
+def config_map(manifest):
+    for v in manifest.template["spec"]["volumes"]:
+        if "configMap" in v:
+            return v["configMap"]["name"]
+    raise RuntimeError("the pod template has no configMap volume")
+
+
 def env_of(container):
     return {e["name"]: e.get("value", "") for e in container.get("env") or []}
 
@@ -288,14 +300,14 @@ class Scenarios:
     def first_start(self):
         self.start_daemonset(self.manifest, "first start")
         self.timer.phase("DaemonSet pod")
-        self.check_install("install")
+        self.check_install("install", self.manifest)
         note("follow was created " + ("after the plugin registered: the plugin injected the hook into it"
                                       if injected(self.ds.containers["follow"].id)
                                       else "before the plugin registered: the catch-up decided it"))
         self.own_at_zero("first start")
 
-    def check_install(self, what):
-        env = env_of(self.install)
+    def check_install(self, what, manifest):
+        env = env_of(kubelet.container_named(manifest.template, "install"))
         bin_path = os.path.join(env.get("HOOK_BIN_DIR", "/usr/local/bin"), PACKAGE)
         image_bin = f"/proc/{self.pid('nri')}/root/usr/bin/{PACKAGE}"
         same = os.path.isfile(bin_path) and open(bin_path, "rb").read() == open(image_bin, "rb").read()
@@ -312,19 +324,13 @@ class Scenarios:
             except (OSError, ValueError, KeyError) as e:
                 fine, hook = False, e
             check(f"{what}: {f} runs {bin_path} (0644)", fine, hook)
-        cm = self.manifest.configmaps[(self.manifest.namespace, self.config_map())]["config.toml"]
+        cm = manifest.configmaps[(manifest.namespace, config_map(manifest))]["config.toml"]
         got = open(f"{CONFIG_DIR}/config.toml").read() if os.path.exists(f"{CONFIG_DIR}/config.toml") else None
         check(f"{what}: {CONFIG_DIR}/config.toml is the ConfigMap's config.toml", got == cm, got)
         st = os.lstat(STATE_DIR) if os.path.lexists(STATE_DIR) else None
         check(f"{what}: the state dir {STATE_DIR} is a root-owned directory, 0700",
               st is not None and os.path.isdir(STATE_DIR) and not os.path.islink(STATE_DIR)
               and st.st_mode & 0o7777 == 0o700 and st.st_uid == 0, st and oct(st.st_mode))
-
-    def config_map(self):
-        for v in self.manifest.template["spec"]["volumes"]:
-            if "configMap" in v:
-                return v["configMap"]["name"]
-        raise RuntimeError("the pod template has no configMap volume")
 
     def tenants_through_nri(self):
         cpus = {"a1": 0, "a2": 1, "b1": 1}  # the co-run pairs' CPUs
@@ -499,34 +505,42 @@ class Scenarios:
         self.probe_ok("CRI Exec", "d2", self.web["tenant-b"])
         self.timer.phase("catch-up checks")
 
-    def rolling_update(self):
+    def rolling_update(self, prev_manifest, prev_image_tar):
+        """The DaemonSet's image updated between releases, as an admin rolls it out node by node
+        (maxUnavailable 1: the old pod deleted, then the new one started): to the previous
+        release's manifest and image (a rollback), then back to this release's."""
+        prev_image = manifest_image(prev_manifest)
+        import_image(prev_image_tar, prev_image)
+        self.timer.phase("previous release's image")
+        self.roll(prev_manifest, f"rollback to {prev_image}", current=False, new_pod="r1")
+        self.roll(self.manifest, f"update to {manifest_image(self.manifest)}", current=True, new_pod="n1")
+
+    def roll(self, manifest, what, current, new_pod):
         before = {n: self.tcookie(n) for n in self.ctrs}
-        image = manifest_image(self.manifest)
-        repo, _, tag = image.rpartition(":")
-        new = f"{repo}:{tag}-rollout"
-        r = run(["ctr", "-n", "k8s.io", "images", "tag", "--force", image, new])
-        if r.returncode != 0:
-            raise RuntimeError(f"ctr images tag {image} {new}: {r.stderr}")
-
-        def retag(template):
-            for c in list(template["spec"].get("initContainers") or []) + list(template["spec"]["containers"]):
-                c["image"] = new
-
-        updated = self.manifest.edited(retag)
+        old_image = manifest_image(self.ds.plan.manifest)
         t0 = time.monotonic()
         self.k.delete_pod(self.ds)
-        note(f"rolling update (maxUnavailable 1): the old pod deleted in {time.monotonic() - t0:.0f} s")
-        self.start_daemonset(updated, "rolling update")
-        self.timer.phase("rolling update")
-        note(f"rolling update: the new pod's containers were created from {new} (the same image as {image})")
+        note(f"{what} (maxUnavailable 1): the running DaemonSet pod deleted in {time.monotonic() - t0:.0f} s")
+        self.start_daemonset(manifest, what)
+        self.timer.phase(what)
+        got = run([HOOK[0], "--version"]).stdout.strip()
+        note(f"{what}: the installed binary says {got!r} (the pod deleted ran {old_image})")
         after = {n: self.tcookie(n) for n in self.ctrs}
-        check(f"rolling update: every running tenant container kept its cookie ({after})", after == before, f"before {before}")
-        self.check_install("rolling update")
-        self.own_at_zero("after the rolling update")
-        self.tenant("n1", "tenant-a")
-        check("after the update a new tenant pod joins its group's cookie", self.tcookie("n1") == self.web["tenant-a"], self.tcookie("n1"))
+        check(f"{what}: every running tenant container kept its cookie ({after})", after == before, f"before {before}")
+        self.check_install(what, manifest)
+        if current:
+            self.own_at_zero(f"after the {what}")
+        else:
+            # The previous release's manifest has no policy-none annotation: its own containers
+            # may get a cookie of their pod's group; that is that release's behaviour, printed.
+            note(f"{what}: the previous release's nri and follow hold "
+                 f"{ {n: cookie(self.pid(n)) for n in ('nri', 'follow')} }")
+        self.tenant(new_pod, "tenant-a")
+        check(f"{what}: a new tenant pod joins its group's cookie", self.tcookie(new_pod) == self.web["tenant-a"],
+              self.tcookie(new_pod))
         self.probe_ok("ExecSync", "a2", self.web["tenant-a"])
-        self.timer.phase("update checks")
+        self.probe_ok("CRI Exec", "b1", self.web["tenant-b"])
+        self.timer.phase(f"{what}: checks")
 
     def rebuild(self):
         r = run([HOOK[0], "rebuild", "--json"])
@@ -624,7 +638,7 @@ def save_logs(containerd):
 
 
 def main():
-    gen, manifest_path, image_tar, corun = sys.argv[1:5]
+    gen, manifest_path, image_tar, corun, prev_manifest_path, prev_image_tar = sys.argv[1:7]
     os.makedirs(OUT, exist_ok=True)
     iso.setup(corun, False)
     t0 = time.monotonic()
@@ -662,7 +676,7 @@ def main():
         s.tenants_through_nri()
         s.endpoints()
         s.catch_up()
-        s.rolling_update()
+        s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
         s.rebuild()
         s.uninstall()
     except Exception as e:  # a crash is a failure with its cause, never a silent pass

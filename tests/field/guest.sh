@@ -19,10 +19,13 @@
 #           NRI plugin, right after a follower restart and after a containerd restart
 #   upgrade tests/field/upgrade.py: the previous release (in/previous.deb) installed on a node
 #           without the package, pods of three groups on containerd's NRI with the systemd cgroup
-#           driver, then the upgrade to this .deb, the rollback and the upgrade again, with
+#           driver and podman containers, then a hook of each version beside the services of the
+#           other (skew), the upgrade to this .deb, the rollback and the upgrade again, with
 #           containers created throughout; the package is purged afterwards
 #   daemonset  tests/field/daemonset.py: packaging/kubernetes/daemonset.yaml run as kubelet would
-#           (tests/field/kubelet.py), after everything else: it purges the package first
+#           (tests/field/kubelet.py), after everything else: it purges the package first; its
+#           rolling update goes to the previous release's manifest and image
+#           (in/previous-daemonset.yaml, in/previous-image.tar) and back
 # containerd is Debian's containerd.service, (re)started by the parts once they have written its
 # config; its log is its journal. Prints TAP lines and "field: N passed, M failed".
 # OCH_FIELD_PARTS (default: all of them) picks parts (for working on one; CI runs them all).
@@ -252,7 +255,7 @@ part_upgrade() {
     containerd_with packaging/containerd/config-1.7-nri.toml tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "upgrade $old_version -> $new_version, rollback, upgrade again" \
-        python3 tests/field/upgrade.py "$GEN" "$IN/previous.deb" "$old_version" "$IN/oci-coresched-hook.deb" "$new_version"
+        python3 tests/field/upgrade.py "$GEN" "$IN/previous.deb" "$old_version" "$IN/oci-coresched-hook.deb" "$new_version" "$IN/rootfs.tar"
     systemctl stop containerd
     timed "apt purge (after the upgrade part)" quiet "$X/upgrade-purge.log" \
         env DEBIAN_FRONTEND=noninteractive apt-get purge -y oci-coresched-hook ||
@@ -263,6 +266,7 @@ if want upgrade; then
 fi
 if want daemonset; then
     phase daemonset
-    part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar" /tmp/corun
+    part "DaemonSet (as kubelet would run it)" python3 tests/field/daemonset.py "$GEN" packaging/kubernetes/daemonset.yaml "$IN/oci-coresched-hook-image.tar" /tmp/corun \
+        "$IN/previous-daemonset.yaml" "$IN/previous-image.tar"
 fi
 summary
