@@ -527,6 +527,7 @@ class Scenarios:
         note(f"{what}: the installed binary says {got!r} (the pod deleted ran {old_image})")
         after = {n: self.tcookie(n) for n in self.ctrs}
         check(f"{what}: every running tenant container kept its cookie ({after})", after == before, f"before {before}")
+        self.listed(what, got)
         self.check_install(what, manifest)
         if current:
             self.own_at_zero(f"after the {what}")
@@ -541,6 +542,20 @@ class Scenarios:
         self.probe_ok("ExecSync", "a2", self.web["tenant-a"])
         self.probe_ok("CRI Exec", "b1", self.web["tenant-b"])
         self.timer.phase(f"{what}: checks")
+
+    def listed(self, what, version):
+        """`list --json` of the installed binary: every tenant container in its namespace's group
+        web, and no group whose live members hold more than one cookie."""
+        r = run([HOOK[0], "list", "--json"])
+        if not check(f"{what}: list --json ({version}) runs", r.returncode == 0, r.stderr):
+            return
+        groups = json.loads(r.stdout)
+        cached = {m["id"]: g["group"] for g in groups for m in g["members"]}
+        wrong = {n: cached.get(cid) for n, cid in self.ctrs.items()
+                 if cached.get(cid) != f"{self.tenants[n][1].metadata.namespace}/web"}
+        check(f"{what}: list shows every tenant container in its group", not wrong, wrong)
+        multi = [g["group"] for g in groups if g.get("live_cookies", 0) > 1]
+        check(f"{what}: list shows no group with more than one cookie", not multi, multi)
 
     def rebuild(self):
         r = run([HOOK[0], "rebuild", "--json"])
