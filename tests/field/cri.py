@@ -79,6 +79,13 @@ class Cri:
         self.channel = grpc.insecure_channel(SOCKET)
         self.timings = []
 
+    def reconnect(self):
+        """A new channel, for after containerd restarted: a channel that was connected to the
+        process that went away can fail its next call with UNAVAILABLE ("Broken pipe") or wait out
+        a reconnect backoff, where kubelet's client would have reconnected."""
+        self.channel.close()
+        self.channel = self.grpc.insecure_channel(SOCKET)
+
     def call(self, method, req, resp_cls, timeout=300):
         rpc = self.channel.unary_unary(
             "/runtime.v1.RuntimeService/" + method,

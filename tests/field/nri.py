@@ -246,6 +246,7 @@ def scenarios(cri, plugin, containerd, without):
     since = len(plugin.log())
     pid = plugin.pid()
     start_containerd(containerd, restart=True)
+    cri.reconnect()
     t_up = time.monotonic()
     note("containerd restarted (systemctl restart containerd); a pod is created at once")
     pod("after", "tenant-b", "burstable", {G: "web"})
