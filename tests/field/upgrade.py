@@ -156,9 +156,11 @@ class Node:
                 wrong[key] = f"{c} (group's {group_cookie[group_of(key)]})"
         return wrong
 
-    def listed(self, what):
+    def listed(self, what, unrecorded=()):
         """`list --json` of the binary in place shows every container in its group and no group
-        with more than one cookie."""
+        with more than one cookie. A container of `unrecorded` that is missing is printed, not
+        failed (the previous release's plugin leaves such a container out of the cache; the next
+        step checks that this release records it)."""
         r = run([HOOK, "list", "--json"])
         listed, multi = {}, []
         if r.returncode == 0:
@@ -167,7 +169,12 @@ class Node:
                     listed[m["id"]] = g["group"]
                 if g.get("live_cookies", 0) > 1:
                     multi.append(g["group"])
-        missing = {f"{k} ({cid[:12]})": group_of(k) for k, cid in self.ctrs.items() if listed.get(cid) != group_of(k)}
+        missing = {f"{k} ({cid[:12]})": group_of(k) for k, cid in self.ctrs.items()
+                   if listed.get(cid) != group_of(k) and not (k in unrecorded and cid not in listed)}
+        for k in sorted(unrecorded):
+            if k in self.ctrs and self.ctrs[k] not in listed:
+                note(f"{what}: {k} ({self.ctrs[k][:12]}), created while the previous release's NRI plugin restarted, "
+                     "holds its group's cookie (its pod's shim had it) but that release's plugin left it out of the cache")
         check(f"{what}: list shows every container (CRI and podman) in its group", r.returncode == 0 and not missing,
               f"{r.stderr[-500:]} missing or elsewhere: {missing}")
         check(f"{what}: list shows no group with more than one cookie", r.returncode == 0 and not multi, multi)
@@ -297,7 +304,7 @@ def scenarios(node, old_deb, old_version, new_deb, new_version):
     skew(node, st, "A", "the new binary beside the previous release's services", new_deb, new_version, old_version)
     step(node, st, 1, "the upgrade", [new_deb], new_version)
     skew(node, st, "B", "the previous release's binary beside the new services", old_deb, old_version, new_version)
-    step(node, st, 2, "the rollback", ["--allow-downgrades", old_deb], old_version)
+    step(node, st, 2, "the rollback", ["--allow-downgrades", old_deb], old_version, previous=True)
     step(node, st, 3, "the upgrade again", [new_deb], new_version)
 
 
@@ -310,7 +317,7 @@ def units_state():
     return got
 
 
-def kept(node, st, what):
+def kept(node, st, what, unrecorded=()):
     """The checks every step and skew ends with: no split group, the containers and processes of
     before keep their cookies, `list` agrees, a new exec into a container of before is covered."""
     settled = wait_for(lambda: not node.split(st.group_cookie), SETTLE, 2)
@@ -322,7 +329,7 @@ def kept(node, st, what):
     for label, (pid, group) in st.execs.items():
         check(f"{what}: the process {label} has its group's cookie",
               wait_for(lambda: cookie_of(pid) == st.group_cookie[group], 30), cookie_of(pid))
-    node.listed(what)
+    node.listed(what, unrecorded)
     # A probe exec'd into a container that ran before.
     cid = node.ctrs["a-web/c1"]
     rc, out, err = node.cri.exec_sync(cid, [PROBE])
@@ -388,7 +395,7 @@ def skew(node, st, n, label, deb, hook_version, services_version):
     journal_checked(what, since)
 
 
-def step(node, st, n, label, apt_args, version):
+def step(node, st, n, label, apt_args, version, previous=False):
     deb = apt_args[-1]
     what = f"step {n}, {label}"
     make_dirs(deb)
@@ -438,7 +445,11 @@ def step(node, st, n, label, apt_args, version):
     check(f"{what}: each group got a new container after apt returned", late == set(PODS), sorted(late))
     for prefix in PODMAN:
         node.podman_run(prefix, f"s{n}")
-    kept(node, st, what)
+    # Installing the previous release, the outgoing postrm restarts the NRI plugin: a container
+    # containerd created meanwhile got no hook, and 0.1.0's plugin, which does not act at
+    # StartContainer, leaves it out of the cache; it holds its cookie from its pod's shim
+    # (docs/upgrading.md). The next step's list must show it.
+    kept(node, st, what, {f"{k}/{name}" for k, name, after in made if not after} if previous else ())
     problems = services_run(version)
     check(f"{what}: every running service runs the installed binary ({version})", not problems, problems)
     journal_checked(what, since)
