@@ -179,22 +179,20 @@ class Node:
               f"{r.stderr[-500:]} missing or elsewhere: {missing}")
         check(f"{what}: list shows no group with more than one cookie", r.returncode == 0 and not multi, multi)
 
+    def exec_windows(self, key, known=()):
+        """The exec'd probes (`exec-window`) in the cgroup of container `key`, but `known`."""
+        cg = sd.proc_cgroup(self.pid(key))
+        return [int(p) for p in sd.read(f"{sd.CGROOT}{cg}/cgroup.procs").split()
+                if sd.read(f"/proc/{p}/comm") == "exec-window" and int(p) not in known]
+
     def exec_podman(self, key, known=()):
         """A process exec'd into a podman container that stays (`podman exec -d`): its pid."""
         r = run(PO + ["exec", "-d", self.ctrs[key], PROBE, "--sleep", "3600"], timeout=300)
         if r.returncode != 0:
             raise RuntimeError(f"podman exec -d {key}: {r.stdout}{r.stderr}")
-        cg = sd.proc_cgroup(self.pid(key))
-        found = []
-
-        def appeared():
-            found[:] = [int(p) for p in sd.read(f"{sd.CGROOT}{cg}/cgroup.procs").split()
-                        if sd.read(f"/proc/{p}/comm") == "exec-window" and int(p) not in known]
-            return bool(found)
-
-        if not wait_for(appeared, 30):
-            raise RuntimeError(f"the process exec'd into {key} never appeared in {cg}")
-        return found[0]
+        if not wait_for(lambda: self.exec_windows(key, known), 30):
+            raise RuntimeError(f"the process exec'd into {key} never appeared in its cgroup")
+        return self.exec_windows(key, known)[0]
 
     def remove_podman(self):
         for key in sorted(self.podman):
@@ -203,18 +201,22 @@ class Node:
                 note(f"teardown: podman rm {key}: {r.stderr.strip()[-300:]}")
 
 
+def runs_installed(pid):
+    """(the executable `pid` names, whether it is the very file installed at HOOK now)."""
+    st, inst = os.stat(f"/proc/{pid}/exe"), os.stat(HOOK)
+    return os.readlink(f"/proc/{pid}/exe"), (st.st_dev, st.st_ino) == (inst.st_dev, inst.st_ino)
+
+
 def services_run(version):
     """Each running service's main process runs the installed binary, which is `version`."""
     problems = []
-    inst = os.stat(HOOK)
     for unit in SERVICES:
         pid = int(sd.show(unit, "MainPID").get("MainPID", "0") or 0)
         if pid <= 0:
             problems.append(f"{unit} does not run")
             continue
-        exe = os.readlink(f"/proc/{pid}/exe")
-        st = os.stat(f"/proc/{pid}/exe")
-        if exe != HOOK or (st.st_dev, st.st_ino) != (inst.st_dev, inst.st_ino):
+        exe, same = runs_installed(pid)
+        if exe != HOOK or not same:
             problems.append(f"{unit} (pid {pid}) runs {exe!r}, not the installed {HOOK}")
     out = run([HOOK, "--version"]).stdout.strip()
     if version not in out.split():
@@ -284,10 +286,7 @@ def scenarios(node, old_deb, old_version, new_deb, new_version):
 
     def find_exec():
         nonlocal exec_pid
-        cg = sd.proc_cgroup(node.pid("a-web/c1"))
-        for p in sd.read(f"{sd.CGROOT}{cg}/cgroup.procs").split():
-            if sd.read(f"/proc/{p}/comm") == "exec-window":
-                exec_pid = int(p)
+        exec_pid = (node.exec_windows("a-web/c1") or [exec_pid])[-1]
         return exec_pid is not None and cookie_of(exec_pid) == st.group_cookie["tenant-a/web"]
 
     check("a process exec'd into tenant-a/web under the previous release has its group's cookie",
@@ -327,8 +326,8 @@ def kept(node, st, what, unrecorded=()):
     check(f"{what}: every container that ran before keeps its cookie",
           all(a == b for a, b in moved.values()), {k: v for k, v in moved.items() if v[0] != v[1]})
     for label, (pid, group) in st.execs.items():
-        check(f"{what}: the process {label} has its group's cookie",
-              wait_for(lambda: cookie_of(pid) == st.group_cookie[group], 30), cookie_of(pid))
+        check(f"{what}: the process {label} keeps its group's cookie",
+              cookie_of(pid) == st.group_cookie[group], cookie_of(pid))
     node.listed(what, unrecorded)
     # A probe exec'd into a container that ran before.
     cid = node.ctrs["a-web/c1"]
@@ -373,19 +372,17 @@ def skew(node, st, n, label, deb, hook_version, services_version):
     place(deb)
     out = run([HOOK, "--version"]).stdout.strip()
     check(f"{what}: {HOOK} is {hook_version} ({out})", hook_version in out.split(), out)
-    inst = os.stat(HOOK)
-    exes = {}
-    for unit, (pid, _, _) in units.items():
-        st_exe = os.stat(f"/proc/{pid}/exe") if pid and pid != "0" else None
-        exes[unit] = (os.readlink(f"/proc/{pid}/exe") if st_exe else "not running",
-                      st_exe is not None and (st_exe.st_dev, st_exe.st_ino) != (inst.st_dev, inst.st_ino))
+    exes = {unit: runs_installed(pid) if pid not in (None, "", "0") else ("not running", True)
+            for unit, (pid, _, _) in units.items()}
     check(f"{what}: the services still run the {services_version} binary they started with, not {HOOK}",
-          all(other for _, other in exes.values()), exes)
+          not any(same for _, same in exes.values()), exes)
     t0 = time.monotonic()
     for key in PODS:
         node.container(key, f"k{n}")
     node.podman_run("pm-c", f"k{n}")
     pid = node.exec_podman("pm-a/c1", {p for p, _ in st.execs.values()})
+    check(f"{what}: a process exec'd into podman's tenant-a/web gets its group's cookie",
+          wait_for(lambda: cookie_of(pid) == st.group_cookie["tenant-a/web"], 30), cookie_of(pid))
     st.execs[f"exec'd into podman's tenant-a/web in skew {n}"] = (pid, "tenant-a/web")
     note(f"{what}: a container in each pod, one podman container and one podman exec in {time.monotonic() - t0:.0f} s")
     kept(node, st, what)
