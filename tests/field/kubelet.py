@@ -177,13 +177,6 @@ class Manifest:
     def template(self):
         return self.daemonset["spec"]["template"]
 
-    def edited(self, edit):
-        """A copy whose DaemonSet's pod template `edit(template)` changed (as `kubectl apply`)."""
-        objects = copy.deepcopy(self.objects)
-        m = Manifest(objects=objects)
-        edit(m.template)
-        return m
-
     def patched(self, ops):
         """A copy whose DaemonSet has the JSON patch `ops` applied (`kubectl patch --type=json`)."""
         objects = [json_patch(d, ops) if d is self.daemonset else copy.deepcopy(d) for d in self.objects]
