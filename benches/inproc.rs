@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use oci_coresched_hook::config::Config;
-use oci_coresched_hook::engine::{Engine, EnsureRequest};
+use oci_coresched_hook::cookies::engine::{Engine, EnsureRequest};
+use oci_coresched_hook::decide::policy;
 use oci_coresched_hook::hook;
-use oci_coresched_hook::kernel::CoreSched;
-use oci_coresched_hook::kernel::fake::FakeKernel;
-use oci_coresched_hook::oci_state;
-use oci_coresched_hook::policy;
-use oci_coresched_hook::procfs::ProcFs;
-use oci_coresched_hook::state_dir::StateDir;
+use oci_coresched_hook::host::kernel::CoreSched;
+use oci_coresched_hook::host::kernel::fake::FakeKernel;
+use oci_coresched_hook::host::oci_state;
+use oci_coresched_hook::host::procfs::ProcFs;
+use oci_coresched_hook::host::state_dir::StateDir;
+use oci_coresched_hook::host::system::System;
 use oci_coresched_hook::store::Store;
-use oci_coresched_hook::system::System;
 use oci_coresched_hook::values::Labels;
 
 const RUNC_STATE: &[u8] = include_bytes!("../tests/fixtures/states/runc-createRuntime.json");
@@ -150,7 +150,7 @@ fn benches(c: &mut Criterion) {
     let file = tmp.path().join("fake-kernel.json");
     let shared = FakeKernel::shared(ProcFs::default(), &file);
     for &pid in members {
-        let _ = shared.create(pid, oci_coresched_hook::kernel::Scope::Thread);
+        let _ = shared.create(pid, oci_coresched_hook::host::kernel::Scope::Thread);
     }
     // Re-seed the group so its cookies live in the shared kernel.
     let shared_dir = tmp.path().join("state-shared");
@@ -183,10 +183,10 @@ fn benches(c: &mut Criterion) {
 /// cgroup of its own, over a fake `/proc` (files in `dir`) and the fake kernel in memory; and the
 /// commonest event on a node, a process outside every member cgroup, against the real `/proc`.
 fn follower(c: &mut Criterion, dir: &Path) {
-    use oci_coresched_hook::follow::Follower;
-    use oci_coresched_hook::kernel::Scope;
-    use oci_coresched_hook::kernel::fake::FakeProc;
-    use oci_coresched_hook::proc_events::Event;
+    use oci_coresched_hook::agent::follow::Follower;
+    use oci_coresched_hook::host::kernel::Scope;
+    use oci_coresched_hook::host::kernel::fake::FakeProc;
+    use oci_coresched_hook::host::proc_events::Event;
     use oci_coresched_hook::store::Member;
 
     let fp = FakeProc::new(dir.join("follow-proc")).unwrap();
@@ -234,7 +234,7 @@ fn follower(c: &mut Criterion, dir: &Path) {
 /// processes, over a fake `/proc` and the fake kernel in memory: every thread read and judged.
 /// The target: at most 200 ms.
 fn audit_node(c: &mut Criterion, dir: &Path) {
-    use oci_coresched_hook::kernel::fake::FakeProc;
+    use oci_coresched_hook::host::kernel::fake::FakeProc;
     use oci_coresched_hook::store::Member;
 
     let fp = FakeProc::new(dir.join("audit-proc")).unwrap();

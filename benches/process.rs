@@ -22,10 +22,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::kernel::CoreSched;
-use oci_coresched_hook::kernel::fake::FakeKernel;
-use oci_coresched_hook::procfs::ProcFs;
-use oci_coresched_hook::state_dir::StateDir;
+use oci_coresched_hook::host::kernel::CoreSched;
+use oci_coresched_hook::host::kernel::fake::FakeKernel;
+use oci_coresched_hook::host::procfs::ProcFs;
+use oci_coresched_hook::host::state_dir::StateDir;
 use oci_coresched_hook::store::{Member, Store, StoreError};
 use oci_coresched_hook::values::Labels;
 

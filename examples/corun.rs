@@ -35,7 +35,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use oci_coresched_hook::kernel::{CookieHex, CoreSched, linux::Linux};
+use oci_coresched_hook::host::kernel::{CookieHex, CoreSched, linux::Linux};
 
 /// Consecutive clock reads at most this far apart belong to one span.
 const GAP_NS: u64 = 200_000;

@@ -27,7 +27,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::kernel::{CoreSched, linux::Linux};
+use oci_coresched_hook::host::kernel::{CoreSched, linux::Linux};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{
+use oci_coresched_hook::agent::nri::messages::{
     ConfigureRequest, Container, CreateContainerRequest, LinuxContainer, PLUGIN_SERVICE, PodSandbox, RUNTIME_SERVICE,
     StateChangeEvent, SynchronizeRequest, event, state,
 };
-use oci_coresched_hook::nri::proto::Message;
-use oci_coresched_hook::nri::ttrpc::{Request, Response, code};
-use oci_coresched_hook::nri::wire::{
+use oci_coresched_hook::agent::nri::proto::Message;
+use oci_coresched_hook::agent::nri::ttrpc::{Request, Response, code};
+use oci_coresched_hook::agent::nri::wire::{
     Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
 };
 
@@ -118,7 +118,7 @@ fn main() {
     if m.conn != RUNTIME_CONN || reg.service != RUNTIME_SERVICE {
         die("expected RegisterPlugin");
     }
-    let ok = Response::ok(&oci_coresched_hook::nri::messages::Empty).to_bytes();
+    let ok = Response::ok(&oci_coresched_hook::agent::nri::messages::Empty).to_bytes();
     rt.conn.send(RUNTIME_CONN, m.stream_id, TYPE_RESPONSE, 0, &ok).unwrap_or_else(|e| die(&e.to_string()));
     let c = ConfigureRequest { config: String::new(), runtime_name: "nri-churn".into(), runtime_version: "1".into() };
     rt.call("Configure", c.to_bytes());

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::config::Config;
+use crate::host::runtimes::RuntimeRoot;
+use crate::host::system::System;
 use crate::ops;
-use crate::runtimes::RuntimeRoot;
 use crate::session::{Create, Damage, Existing, Refill, Session};
 use crate::store::{Store, StoreError, Txn};
-use crate::system::System;
 
 fn print_out(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -133,14 +133,14 @@ fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Resu
 pub fn metrics(sys: &System, config: &Config, output: Option<&PathBuf>) -> anyhow::Result<()> {
     let mut text = exposition(sys, config, false)?;
     // The follower's counters (`reconcile --follow` rewrites them every 10 s).
-    let follow = sys.state_dir.join(crate::follow::METRICS_FILE);
-    match crate::follow::stats::read_page(&follow) {
+    let follow = sys.state_dir.join(crate::agent::follow::METRICS_FILE);
+    match crate::agent::follow::stats::read_page(&follow) {
         Ok(Some(f)) => text.push_str(&f),
         Ok(None) => {}
         Err(e) => log::warn!(
             "{}; left out of the metrics (the running follower rewrites it every {} s)",
             crate::error::Chain(&e),
-            crate::follow::METRICS_EVERY.as_secs()
+            crate::agent::follow::METRICS_EVERY.as_secs()
         ),
     }
     match output {
@@ -179,7 +179,7 @@ pub fn follow(
     interval: Option<u64>,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let opts = crate::follow::Options {
+    let opts = crate::agent::follow::Options {
         state_dir: sys.state_dir.clone(),
         lock_timeout: config.lock_timeout(),
         sweep_every: std::time::Duration::from_secs(interval.unwrap_or(FOLLOW_SWEEP_SECS)),
@@ -189,14 +189,14 @@ pub fn follow(
         listen,
     };
     let mut last_violations = 0;
-    let sweep = || -> anyhow::Result<crate::follow::Swept> {
+    let sweep = || -> anyhow::Result<crate::agent::follow::Swept> {
         let swept = write_existing(sys, config, |store| {
             let report = ops::reconcile::reconcile(store, &sys.kernel, &sys.proc, &sys.cgroup_root, false)?;
             // After the fixes: what still is not as it should be.
             let audit = ops::audit::audit(Some(store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)?;
             Ok::<_, ops::OpsError>((report, audit))
         })?;
-        let Some((report, audit)) = swept else { return Ok(crate::follow::Swept::default()) };
+        let Some((report, audit)) = swept else { return Ok(crate::agent::follow::Swept::default()) };
         for e in report.members.iter().flat_map(|m| &m.errors) {
             log::warn!("reconcile --follow: sweep: {e}");
         }
@@ -219,9 +219,9 @@ pub fn follow(
             }
             last_violations = violations;
         }
-        Ok(crate::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
+        Ok(crate::agent::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
     };
-    crate::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config, true))?;
+    crate::agent::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config, true))?;
     Ok(())
 }
 
@@ -262,7 +262,14 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
         );
     }
     let report = session.write(&Refill::of(sys, config), 1, |store| {
-        crate::rebuild::rebuild(store, &sys.kernel, &sys.proc, &roots, config, crate::rebuild::Fill::All)
+        crate::session::rebuild::rebuild(
+            store,
+            &sys.kernel,
+            &sys.proc,
+            &roots,
+            config,
+            crate::session::rebuild::Fill::All,
+        )
     })?;
     print_out(&if as_json { json(&report)? } else { report.render() });
     Ok(())

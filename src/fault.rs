@@ -20,7 +20,7 @@
 //! | `after_commit` | `Session::write`: committed, the lock still held |
 //!
 //! And one of poststop, which takes no lock: `stop_recorded` ([`STOP_RECORDED`]), after the
-//! container's stop was recorded for the next opener of the cache (`crate::stopped`).
+//! container's stop was recorded for the next opener of the cache (`crate::cookies::stopped`).
 
 /// Every fault point, in the order an ensure reaches them.
 pub const POINTS: [&str; 6] = ["after_lock", "after_read", "after_prctl", "mid_write", "before_commit", "after_commit"];

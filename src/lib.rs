@@ -2,41 +2,23 @@
 //! group, so that tenants never share a physical core's SMT siblings while containers of one group
 //! still can. ARCHITECTURE.md maps the modules and their rules.
 
-pub mod bundle;
-pub mod cgroup;
-pub mod cgroup_ns;
+pub mod agent;
 pub mod cli;
-pub mod commands;
+pub(crate) mod commands;
 pub mod config;
-pub mod endpoint;
-pub mod engine;
-pub mod error;
+pub mod cookies;
+pub mod decide;
+pub(crate) mod error;
 pub mod exit_codes;
 pub mod fault;
-pub mod follow;
 pub mod hook;
-pub mod input;
-pub mod kernel;
-pub mod logging;
-pub mod membership;
-pub mod nri;
-pub mod oci_state;
+pub mod host;
+pub(crate) mod logging;
 pub mod ops;
-pub mod policy;
-pub mod proc_events;
-pub mod procfs;
-pub mod rebuild;
-pub mod receipt;
-pub mod runtimes;
-pub mod session;
-pub mod shim;
-pub mod signals;
-pub mod state_dir;
-pub mod stopped;
+pub(crate) mod session;
 pub mod store;
-pub mod system;
-pub mod textfile;
-pub mod timing;
+pub(crate) mod textfile;
+pub(crate) mod timing;
 pub mod values;
 
 #[cfg(test)]

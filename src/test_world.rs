@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
-use crate::kernel::fake::{FakeKernel, FakeProc};
-use crate::procfs::ProcFs;
+use crate::host::kernel::fake::{FakeKernel, FakeProc};
+use crate::host::procfs::ProcFs;
+use crate::host::system::System;
 use crate::store::Store;
-use crate::system::System;
 
 /// A temp dir with a fake `/proc`, the fake kernel over it and a cgroup tree; no cache.
 pub(crate) struct Ground {

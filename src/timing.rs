@@ -7,6 +7,7 @@
 //! build [`mark`] and [`report`] are empty inline functions and `OCH_TIMING` is never read.
 
 /// The variable that turns the report on.
+#[cfg(feature = "phase-timing")]
 pub const ENV: &str = "OCH_TIMING";
 
 #[cfg(feature = "phase-timing")]

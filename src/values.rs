@@ -1,6 +1,6 @@
 //! Value types that more than one layer names, kept in a leaf so that naming one brings in no
 //! layer: a process id, a cookie's value, and what the cache records about a member besides its identity. The
-//! decision computes the labels ([`crate::policy::Decision::labels`]), the cache stores them and the
+//! decision computes the labels ([`crate::decide::policy::Decision::labels`]), the cache stores them and the
 //! kernel seam speaks cookies; none of them needs the others for that.
 
 /// A process or thread id as the host pid namespace sees it. `0` means "the calling thread".

@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use oci_coresched_hook::config::{Config, QosClass, QosRule};
-use oci_coresched_hook::policy::{self, ActionKind, ContainerInput, Lifecycle, Policy};
+use oci_coresched_hook::decide::policy::{self, ActionKind, ContainerInput, Lifecycle, Policy};
 use oci_coresched_hook_fuzz::{first, first_set, valid_group, valid_id, valid_key, valid_namespace};
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (flags, rules, doc) = (data[0], data[1], &data[2..]);
-    let Ok(state) = oci_coresched_hook::oci_state::parse_state(doc) else { return };
+    let Ok(state) = oci_coresched_hook::host::oci_state::parse_state(doc) else { return };
     let cgroups_path = serde_json::from_slice::<serde_json::Value>(doc)
         .ok()
         .and_then(|v| v.get("cgroupsPath").and_then(|p| p.as_str().map(str::to_string)));

@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use oci_coresched_hook::decide::policy::Lifecycle;
 use oci_coresched_hook::hook::{self, HookError};
-use oci_coresched_hook::oci_state::{self, MAX_STATE_BYTES, StateError};
-use oci_coresched_hook::policy::Lifecycle;
+use oci_coresched_hook::host::oci_state::{self, MAX_STATE_BYTES, StateError};
 use serde_json::json;
 
 fuzz_target!(|data: &[u8]| {

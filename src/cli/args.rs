@@ -173,7 +173,7 @@ pub enum Command {
         follow: bool,
         /// With --follow: serve /metrics (every family of `metrics` and the follower's counters),
         /// /healthz and /readyz over HTTP on ADDRESS:PORT (a bare PORT is 127.0.0.1:PORT)
-        #[arg(long, value_name = "ADDRESS:PORT", requires = "follow", value_parser = crate::endpoint::parse_listen)]
+        #[arg(long, value_name = "ADDRESS:PORT", requires = "follow", value_parser = crate::agent::endpoint::parse_listen)]
         listen: Option<std::net::SocketAddr>,
         /// Print JSON instead of text
         #[arg(long)]
@@ -210,7 +210,7 @@ pub enum Command {
     /// their cookies when (re)connected. Runs until SIGTERM, reconnecting with a backoff
     Nri {
         /// The runtime's NRI socket
-        #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
+        #[arg(long, value_name = "PATH", default_value = crate::agent::nri::DEFAULT_SOCKET)]
         socket: PathBuf,
         /// The plugin's name, as the runtime lists it
         #[arg(long, value_name = "NAME", default_value = "oci-coresched-hook", value_parser = plugin_name)]
@@ -220,7 +220,7 @@ pub enum Command {
         plugin_index: String,
         /// The hook executable to inject, as a path on the HOST (the runtime runs it); when the
         /// plugin runs in a container, this is not the plugin's own path
-        #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_HOOK_PATH)]
+        #[arg(long, value_name = "PATH", default_value = crate::agent::nri::DEFAULT_HOOK_PATH)]
         hook_path: PathBuf,
         /// Serve one connection and exit: 1 if it cannot be made or fails, 0 when the runtime
         /// ends it (instead of reconnecting)
@@ -228,7 +228,7 @@ pub enum Command {
         once: bool,
         /// Serve /metrics, /healthz (live) and /readyz (configured by a runtime) over HTTP on
         /// ADDRESS:PORT (a bare PORT is 127.0.0.1:PORT)
-        #[arg(long, value_name = "ADDRESS:PORT", value_parser = crate::endpoint::parse_listen)]
+        #[arg(long, value_name = "ADDRESS:PORT", value_parser = crate::agent::endpoint::parse_listen)]
         listen: Option<std::net::SocketAddr>,
     },
 }

@@ -11,13 +11,13 @@ use anyhow::Context;
 
 use crate::commands;
 use crate::config::{self, Config, ConfigError};
+use crate::decide::policy;
 use crate::exit_codes::ExitCode;
 use crate::hook;
+use crate::host::oci_state::{self, State};
+use crate::host::state_dir::choice::{self, ThisProcess};
+use crate::host::system::{Surroundings, System};
 use crate::logging;
-use crate::oci_state::{self, State};
-use crate::policy;
-use crate::state_dir::choice::{self, ThisProcess};
-use crate::system::{Surroundings, System};
 use args::{Cli, Command};
 
 fn print_error(err: &anyhow::Error) {
@@ -137,7 +137,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::Metrics { output } => in_system(&cli, |sys| commands::metrics(&sys, &config, output.as_ref())),
         Command::Audit { json } => audit(&cli, &config, *json),
         Command::Nri { socket, plugin_name, plugin_index, hook_path, once, listen } => in_state_dir(&cli, |d| {
-            let opts = crate::nri::Options {
+            let opts = crate::agent::nri::Options {
                 socket: socket.clone(),
                 plugin_name: plugin_name.clone(),
                 plugin_index: plugin_index.clone(),
@@ -146,7 +146,7 @@ fn run_command(cli: Cli) -> ExitCode {
                 listen: *listen,
                 surroundings: Surroundings::of_this_process(d.to_path_buf()),
             };
-            Ok(crate::nri::run(&opts, &config)?)
+            Ok(crate::agent::nri::run(&opts, &config)?)
         }),
         Command::Hook { stage, state } => run_hook(&cli, &config, config_error, *stage, state.as_deref()),
         Command::Explain { stage, state } => {

@@ -2,22 +2,22 @@
 //! `cpu.idle` written without it; a clear or an ensure under
 //! the lock, in one cache transaction ([`Session::write`]: the engine, then the pod's shim and
 //! `cpu.idle`), followed, still under the lock, by the receipt a later stage checks instead of
-//! opening the cache ([`crate::receipt::record`]). A failure is counted
+//! opening the cache ([`crate::cookies::receipt::record`]). A failure is counted
 //! ([`Session::count_failure`]); a step after the cookie was set and recorded comes back as
 //! [`Done::EnsuredThenFailed`], since the record must stay.
 
 use super::plan::Plan;
 use super::{Done, HookError};
-use crate::cgroup::{self, CgroupError};
 use crate::config::Config;
-use crate::engine::{Engine, EngineError, RelayOn};
-use crate::kernel::CoreSched;
-use crate::procfs::TaskId;
+use crate::cookies::engine::{Engine, EngineError, RelayOn};
+use crate::cookies::shim;
+use crate::host::cgroup::{self, CgroupError};
+use crate::host::kernel::CoreSched;
+use crate::host::procfs::TaskId;
+use crate::host::state_dir::StateDir;
+use crate::host::system::System;
 use crate::session::{Create, Refill, Session};
-use crate::shim;
-use crate::state_dir::StateDir;
 use crate::store::Txn;
-use crate::system::System;
 use crate::values::{Cookie, Pid};
 
 /// Carries out `plan`.
@@ -30,8 +30,8 @@ pub(super) fn execute<K: CoreSched>(
     match plan {
         Plan::Done(done) => Ok(done),
         Plan::Stop { dir, id } => {
-            crate::receipt::remove(dir.path(), &id);
-            match crate::stopped::record(dir.path(), &id) {
+            crate::cookies::receipt::remove(dir.path(), &id);
+            match crate::cookies::stopped::record(dir.path(), &id) {
                 Ok(()) => {
                     crate::timing::mark("stop recorded");
                     crate::fault::point(crate::fault::STOP_RECORDED);
@@ -83,7 +83,7 @@ pub(super) fn execute<K: CoreSched>(
             if let Done::Ensured(out) = &done
                 && session.stand_in().is_none()
             {
-                crate::receipt::record(&sys.proc, &dir, &req.container_id, &req.group, req.pid, out.cookie);
+                crate::cookies::receipt::record(&sys.proc, &dir, &req.container_id, &req.group, req.pid, out.cookie);
             }
             crate::timing::mark("receipt");
             Ok(done)
@@ -104,7 +104,7 @@ fn in_session<K: CoreSched, T>(
 ) -> Result<(Session, T), HookError> {
     let refill = Refill::of(sys, config);
     let mut session = Session::open(dir.path(), config.lock_timeout(), Create, &refill)?;
-    match session.write(&refill, crate::stopped::HOOK_BACKLOG, f) {
+    match session.write(&refill, crate::cookies::stopped::HOOK_BACKLOG, f) {
         Ok(v) => Ok((session, v)),
         Err(e) => {
             session.count_failure(group, e.reason());
@@ -169,7 +169,7 @@ fn wire_shim<K: CoreSched>(
                  it spawns start under it",
                 shim.pid,
                 w.group,
-                crate::kernel::CookieHex(w.cookie)
+                crate::host::kernel::CookieHex(w.cookie)
             );
             Ok(())
         }

@@ -1,9 +1,9 @@
 //! Fake-kernel-only hook behaviour: support probing, failure reasons, and what is (not) written.
 
 use super::*;
-use crate::kernel::fake::{FakeKernel, FakeMode};
-use crate::oci_state::parse_state;
-use crate::state_dir::StateDir;
+use crate::host::kernel::fake::{FakeKernel, FakeMode};
+use crate::host::oci_state::parse_state;
+use crate::host::state_dir::StateDir;
 use crate::store::Store;
 use crate::test_world::Ground;
 
@@ -18,7 +18,7 @@ impl Env {
     /// The decision for the OCI state `json` and the system the hook runs against.
     fn setup(&self, json: &str, config: &Config) -> (Decision, System<&FakeKernel>) {
         let state = parse_state(json.as_bytes()).unwrap();
-        let d = crate::policy::decide(&input(&state, None).unwrap(), config).unwrap();
+        let d = crate::decide::policy::decide(&input(&state, None).unwrap(), config).unwrap();
         (d, self.sys(self.path("state")))
     }
 
@@ -131,7 +131,7 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
     let before = e.kernel.calls().len();
     let running = CREATING.replace("creating", "running");
     let done = e.run(&running, &Config::default()).unwrap();
-    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::cookies::engine::Via::AlreadySet), "{done:?}");
     let calls = e.kernel.calls()[before..].to_vec();
     assert!(calls.iter().all(|c| !c.contains("4240") && !c.starts_with("share")), "{calls:?}");
     assert!(calls.contains(&"get 4242".to_string()), "{calls:?}");
@@ -146,10 +146,10 @@ fn poststart_after_create_runtime_reads_only_its_own_init() {
 #[test]
 fn a_repeat_run_without_its_receipt_takes_the_full_path_and_is_counted() {
     let e = two_members_of_web();
-    std::fs::remove_file(e.dir.path().join("state").join(crate::receipt::DIR).join("c1")).unwrap();
+    std::fs::remove_file(e.dir.path().join("state").join(crate::cookies::receipt::DIR).join("c1")).unwrap();
     let before = e.kernel.calls().len();
     let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
-    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::cookies::engine::Via::AlreadySet), "{done:?}");
     let calls = e.kernel.calls()[before..].to_vec();
     assert!(calls.iter().all(|c| !c.starts_with("share") && !c.starts_with("create")), "{calls:?}");
     assert!(calls.contains(&"get 4240".to_string()), "the group is verified: {calls:?}");
@@ -164,14 +164,18 @@ fn a_repeat_run_without_its_receipt_takes_the_full_path_and_is_counted() {
 fn a_torn_receipt_sends_the_repeat_down_the_full_path_which_writes_it_anew() {
     let e = two_members_of_web();
     let sd = e.path("state");
-    let receipt = sd.join(crate::receipt::DIR).join("c1");
+    let receipt = sd.join(crate::cookies::receipt::DIR).join("c1");
     std::fs::write(&receipt, "v1 4242 1 c0").unwrap();
     let cookie = e.kernel.get(4242).unwrap();
-    assert_eq!(crate::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), None);
+    assert_eq!(crate::cookies::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), None);
     let done = e.run(&CREATING.replace("creating", "running"), &Config::default()).unwrap();
-    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::cookies::engine::Via::AlreadySet), "{done:?}");
     assert_eq!(e.kernel.get(4242).unwrap(), cookie);
-    assert_eq!(crate::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242), Some(cookie), "written anew");
+    assert_eq!(
+        crate::cookies::receipt::holds(&e.kernel, &e.proc, &sd, "c1", "web", 4242),
+        Some(cookie),
+        "written anew"
+    );
 }
 
 /// A poststart whose receipt holds neither takes the lock nor opens the cache: it succeeds while
@@ -188,7 +192,7 @@ fn poststart_with_its_receipt_takes_no_lock_and_opens_no_cache() {
     let _held = dir.lock(std::time::Duration::from_secs(1)).unwrap();
     let config = Config::parse("lock_timeout_ms = 50\n", std::path::Path::new("t.toml")).unwrap();
     let done = e.run(&CREATING.replace("creating", "running"), &config).unwrap();
-    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+    assert!(matches!(&done, Done::Ensured(o) if o.via == crate::cookies::engine::Via::AlreadySet), "{done:?}");
     assert_eq!(std::fs::metadata(&db).unwrap().modified().unwrap(), before);
 }
 
@@ -199,7 +203,7 @@ fn a_receipt_that_no_longer_holds_is_not_trusted() {
     let e = two_members_of_web();
     let sys = e.sys(e.path("state"));
     let sd = sys.state_dir.clone();
-    let holds = |group: &str, pid| crate::receipt::holds(&e.kernel, &sys.proc, &sd, "c1", group, pid);
+    let holds = |group: &str, pid| crate::cookies::receipt::holds(&e.kernel, &sys.proc, &sd, "c1", group, pid);
     let cookie = e.kernel.get(4240).unwrap();
     assert_eq!(holds("web", 4242), Some(cookie));
     assert_eq!(holds("db", 4242), None, "another group");
@@ -229,7 +233,7 @@ fn the_hook_relays_on_its_own_thread_and_long_running_commands_on_fresh_ones() {
     std::thread::scope(|s| {
         s.spawn(|| {
             let proc = e.fp.procfs();
-            let relay = crate::engine::Relay::new(&e.kernel, &proc);
+            let relay = crate::cookies::engine::Relay::new(&e.kernel, &proc);
             let (src, target) = (relay.identity(4240).unwrap(), relay.identity(4244).unwrap());
             relay.adopt(src, cookie, &[target]).unwrap();
             assert_eq!(e.kernel.get(4244).unwrap(), cookie);
@@ -297,7 +301,7 @@ fn a_sched_idle_repeat_with_its_receipt_writes_cpu_idle_again_without_the_cache(
     {
         let _held = StateDir::open(&sd).unwrap().lock(std::time::Duration::from_secs(1)).unwrap();
         let done = e.run(&state("running"), &config).unwrap();
-        assert!(matches!(&done, Done::Ensured(o) if o.via == crate::engine::Via::AlreadySet), "{done:?}");
+        assert!(matches!(&done, Done::Ensured(o) if o.via == crate::cookies::engine::Via::AlreadySet), "{done:?}");
     }
     assert_eq!(std::fs::read_to_string(&idle).unwrap(), "1", "cpu.idle written again");
     assert_eq!(std::fs::metadata(&db).unwrap().modified().unwrap(), before, "the cache was not opened");

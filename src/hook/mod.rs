@@ -1,5 +1,5 @@
 //! One hook invocation, as a straight pipeline: the decision's input ([`input`], shared with
-//! `explain`) → [`crate::policy::decide`] → the plan ([`plan`]: what to do, worked out before the
+//! `explain`) → [`crate::decide::policy::decide`] → the plan ([`plan`]: what to do, worked out before the
 //! lock) → its execution ([`execute`]: under the lock, in one cache transaction, then the
 //! receipt) → the report and the verdict ([`verdict`]: the log lines, and the failure policy
 //! that turns a failure into the exit the runtime sees).
@@ -8,18 +8,18 @@ mod execute;
 mod plan;
 pub mod verdict;
 
-use crate::cgroup::CgroupError;
 use crate::config::Config;
-use crate::engine::{EngineError, EnsureOutcome, RelayOn};
+use crate::cookies::engine::{EngineError, EnsureOutcome, RelayOn};
+use crate::cookies::shim;
+use crate::decide::policy::{BadContainerId, ContainerInput, Decision, Lifecycle};
 use crate::error::FailureReason;
-use crate::kernel::{CoreSched, KernelError};
-use crate::oci_state::State;
-use crate::policy::{BadContainerId, ContainerInput, Decision, Lifecycle};
+use crate::host::cgroup::CgroupError;
+use crate::host::kernel::{CoreSched, KernelError};
+use crate::host::oci_state::State;
+use crate::host::state_dir::DirError;
+use crate::host::system::System;
 use crate::session::{Damage, SessionError};
-use crate::shim;
-use crate::state_dir::DirError;
 use crate::store::{Member, StoreError};
-use crate::system::System;
 
 /// The hook stages of the OCI runtime spec (and the legacy `prestart`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,7 +77,7 @@ pub enum HookError {
     /// `cpu.idle`.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
-    /// The pod's shim ([`crate::shim`]).
+    /// The pod's shim ([`crate::cookies::shim`]).
     #[error("failed to give the shim of container {id}'s pod its group's cookie")]
     Shim {
         /// Container id.
@@ -165,7 +165,7 @@ pub enum Done {
     Cleared(Option<Member>),
     /// Removed from the cache (the row, if it had one).
     Forgot(Option<Member>),
-    /// Recorded as stopped; the next opener of the cache removes its row ([`crate::stopped`]).
+    /// Recorded as stopped; the next opener of the cache removes its row ([`crate::cookies::stopped`]).
     StopRecorded,
 }
 

@@ -1,18 +1,18 @@
 //! The hook's plan: what a run does, worked out before the state lock is taken. An invalid
 //! annotation is refused here under `fail_closed`; a repeat run whose receipt still holds is done
-//! here, the one repeat shortcut ([`crate::receipt::holds`]; a `sched_idle` container's only
+//! here, the one repeat shortcut ([`crate::cookies::receipt::holds`]; a `sched_idle` container's only
 //! writes `cpu.idle` again); the kernel is probed, the state dir checked, the pod's shim looked
 //! for and the init's cgroup read, so that under the lock only the cache and the cookies remain.
 
 use super::{Done, HookError};
 use crate::config::Config;
-use crate::engine::{EngineError, EnsureOutcome, EnsureRequest, Via};
-use crate::kernel::CoreSched;
-use crate::policy::{Action, Decision};
-use crate::procfs::TaskId;
-use crate::shim;
-use crate::state_dir::StateDir;
-use crate::system::System;
+use crate::cookies::engine::{EngineError, EnsureOutcome, EnsureRequest, Via};
+use crate::cookies::shim;
+use crate::decide::policy::{Action, Decision};
+use crate::host::kernel::CoreSched;
+use crate::host::procfs::TaskId;
+use crate::host::state_dir::StateDir;
+use crate::host::system::System;
 use crate::values::Pid;
 
 /// What a hook run does.
@@ -129,7 +129,7 @@ pub(super) fn plan<K: CoreSched>(
 }
 
 /// The state dir and the cookie of a repeat run whose receipt proves the container's ensure into
-/// `group` done and still holding ([`crate::receipt::holds`]): no lock, no cache. This is the
+/// `group` done and still holding ([`crate::cookies::receipt::holds`]): no lock, no cache. This is the
 /// one repeat shortcut; `None` sends the run down the full path, which repairs what is wrong.
 fn repeat<K: CoreSched>(
     decision: &Decision,
@@ -138,7 +138,8 @@ fn repeat<K: CoreSched>(
     sys: &System<K>,
 ) -> Option<(StateDir, crate::values::Cookie)> {
     let dir = StateDir::existing(&sys.state_dir).ok()??;
-    let cookie = crate::receipt::holds(&sys.kernel, &sys.proc, dir.path(), &decision.container_id, group, pid)?;
+    let cookie =
+        crate::cookies::receipt::holds(&sys.kernel, &sys.proc, dir.path(), &decision.container_id, group, pid)?;
     crate::timing::mark("receipt + GET (repeat run)");
     Some((dir, cookie))
 }

@@ -15,14 +15,14 @@ use std::path::{Path, PathBuf};
 
 use super::{Done, Stage};
 use crate::config::{Config, ConfigError};
-use crate::engine::{EnsureOutcome, RelayOn, Via};
+use crate::cookies::engine::{EnsureOutcome, RelayOn, Via};
+use crate::cookies::shim;
+use crate::decide::policy::{self, Action, Decision};
 use crate::exit_codes::ExitCode;
-use crate::kernel::CookieHex;
-use crate::oci_state::State;
-use crate::policy::{self, Action, Decision};
-use crate::shim;
-use crate::state_dir::choice::{self, ThisProcess};
-use crate::system::{Surroundings, System};
+use crate::host::kernel::CookieHex;
+use crate::host::oci_state::State;
+use crate::host::state_dir::choice::{self, ThisProcess};
+use crate::host::system::{Surroundings, System};
 
 /// How a hook run ends: the exit code, and the error the caller prints first, if any.
 #[derive(Debug)]

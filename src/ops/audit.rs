@@ -12,7 +12,7 @@
 //!   pods' shims the hook gave one (members `shim:<sandbox>`, checked by pid and start time), which
 //!   carry their own group's;
 //! - **cleared** (`cleared`): the threads of a running container the policy runs without a cookie
-//!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::rebuild::scan`])
+//!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::session::rebuild::scan`])
 //!   and of a shim cleared for its pod carry 0.
 //!
 //! A process running this binary is left out (a hook between its share and its exit carries its
@@ -25,11 +25,11 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, Live, Seen};
-use crate::policy::Action;
-use crate::procfs::ProcFs;
-use crate::runtimes::RuntimeRoot;
+use crate::cookies::membership::{self, Live, Seen};
+use crate::decide::policy::Action;
+use crate::host::kernel::{CookieHex, CoreSched, KernelError};
+use crate::host::procfs::ProcFs;
+use crate::host::runtimes::RuntimeRoot;
 use crate::store::Store;
 use crate::values::{Cookie, Pid};
 
@@ -200,11 +200,11 @@ pub fn audit<K: CoreSched>(
     }
 
     // Containers the policy clears, by their init's cgroup.
-    let scan = crate::rebuild::scan(roots, proc, config);
+    let scan = crate::session::rebuild::scan(roots, proc, config);
     let mut cleared: Vec<(String, String)> = Vec::new();
     for r in &scan.running {
         if r.decision.action == Action::Clear
-            && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| crate::cgroup::key(Some(&c)))
+            && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
         {
             cleared.push((key, r.c.id.clone()));
         }

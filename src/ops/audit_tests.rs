@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::*;
-use crate::engine::{Engine, EnsureRequest};
-use crate::kernel::Scope;
+use crate::cookies::engine::{Engine, EnsureRequest};
+use crate::host::kernel::Scope;
 use crate::store::Member;
 use crate::test_world::World;
 use crate::values::Labels;

@@ -15,9 +15,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::cgroup;
-use crate::membership::{self, Liveness};
-use crate::procfs::ProcFs;
+use crate::cookies::membership::{self, Liveness};
+use crate::host::cgroup;
+use crate::host::procfs::ProcFs;
 use crate::store::{Store, Txn};
 
 use super::OpsError;

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::membership::{self, Liveness};
-use crate::procfs::ProcFs;
+use crate::cookies::membership::{self, Liveness};
+use crate::host::procfs::ProcFs;
 use crate::store::{StoreError, Txn};
 use crate::values::Pid;
 

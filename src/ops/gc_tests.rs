@@ -1,7 +1,7 @@
 //! The unit tests of `src/ops/gc.rs`.
 
 use super::*;
-use crate::kernel::fake::FakeProc;
+use crate::host::kernel::fake::FakeProc;
 use crate::store::{Member, Store};
 use crate::test_world::{Ground, World};
 

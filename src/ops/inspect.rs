@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::OpsError;
-use crate::kernel::{CookieHex, CoreSched};
-use crate::procfs::ProcFs;
+use crate::host::kernel::{CookieHex, CoreSched};
+use crate::host::procfs::ProcFs;
 use crate::store::Store;
 use crate::values::Pid;
 

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::kernel::{CookieHex, CoreSched};
-use crate::membership::{self, State};
+use crate::cookies::membership::{self, State};
+use crate::host::kernel::{CookieHex, CoreSched};
+use crate::host::procfs::ProcFs;
 use crate::ops::forced_idle::ForceIdle;
-use crate::procfs::ProcFs;
 use crate::store::{Store, StoreError};
 
 /// One member as listed.

@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::kernel::{CookieHex, CoreSched};
-use crate::membership::{self, State};
-use crate::procfs::ProcFs;
+use crate::cookies::membership::{self, State};
+use crate::host::kernel::{CookieHex, CoreSched};
+use crate::host::procfs::ProcFs;
 use crate::store::{Store, StoreError};
 
 /// Escapes a label value: backslash, double quote and line feed (exposition format 0.0.4).

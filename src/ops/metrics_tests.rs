@@ -3,8 +3,8 @@
 use super::*;
 use std::io::Write as _;
 
-use crate::kernel::Scope;
-use crate::kernel::fake::{FakeKernel, FakeMode};
+use crate::host::kernel::Scope;
+use crate::host::kernel::fake::{FakeKernel, FakeMode};
 use crate::store::Member;
 use crate::test_world::{Ground, World};
 use crate::values::{Labels, Pid};
@@ -266,7 +266,7 @@ fn empty_cache_is_still_valid() {
 
 #[test]
 fn pod_labels_come_from_kubelet_then_containerd_annotations() {
-    use crate::policy::PodLabels;
+    use crate::decide::policy::PodLabels;
     let ann = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let containerd = ann(&[
         ("io.kubernetes.cri.sandbox-name", "web-0"),
@@ -284,7 +284,7 @@ fn pod_labels_come_from_kubelet_then_containerd_annotations() {
         ("io.kubernetes.cri.sandbox-uid", "u-2"),
         ("io.kubernetes.container.name", "bad\u{7}name"),
     ]);
-    let long = "x".repeat(crate::policy::MAX_POD_LABEL_LEN + 1);
+    let long = "x".repeat(crate::decide::policy::MAX_POD_LABEL_LEN + 1);
     assert_eq!(
         PodLabels::from_annotations(&both),
         PodLabels { name: Some("kubelet-name".into()), uid: Some("u-2".into()), container_name: None },
@@ -297,7 +297,7 @@ fn pod_labels_come_from_kubelet_then_containerd_annotations() {
 fn hook_run_records_pod_labels_that_metrics_report() {
     use crate::config::Config;
     use crate::hook::{self, Stage};
-    use crate::oci_state::State;
+    use crate::host::oci_state::State;
 
     let w = crate::test_world::World::new();
     let (dir, fp, proc, kernel) = (&w.dir, &w.fp, &w.proc, &w.kernel);
@@ -317,7 +317,8 @@ fn hook_run_records_pod_labels_that_metrics_report() {
         annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
     let config = Config::default();
-    let decision = crate::policy::decide(&hook::input(&state, Some(Stage::CreateRuntime)).unwrap(), &config).unwrap();
+    let decision =
+        crate::decide::policy::decide(&hook::input(&state, Some(Stage::CreateRuntime)).unwrap(), &config).unwrap();
     assert_eq!(decision.pod.name.as_deref(), Some("web-0"));
     assert!(!serde_json::to_string(&decision).unwrap().contains("web-0"), "explain's JSON is unchanged");
     let sd = dir.path().join("state");

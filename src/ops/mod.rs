@@ -8,8 +8,8 @@ pub mod list;
 pub mod metrics;
 pub mod reconcile;
 
-use crate::kernel::KernelError;
-use crate::state_dir::DirError;
+use crate::host::kernel::KernelError;
+use crate::host::state_dir::DirError;
 use crate::store::StoreError;
 use crate::values::Pid;
 
@@ -24,7 +24,7 @@ pub enum OpsError {
     Store(#[from] StoreError),
     /// The engine (a convergence, a reconcile).
     #[error(transparent)]
-    Engine(#[from] crate::engine::EngineError),
+    Engine(#[from] crate::cookies::engine::EngineError),
     /// `/proc` of a process could not be read.
     #[error("failed to read /proc for pid {pid}")]
     Proc {

@@ -2,7 +2,7 @@
 //! hook and keep their caller's cookie (usually 0). For every live cached member, every process
 //! of its cgroup (and of the cgroups below it) whose cookie differs from the cookie on the
 //! member's init is given that cookie, thread-group scope, through a verified relay thread
-//! ([`Relay::adopt`](crate::engine::Relay::adopt)). The sweep of `reconcile --follow` (the packaged
+//! ([`Relay::adopt`](crate::cookies::engine::Relay::adopt)). The sweep of `reconcile --follow` (the packaged
 //! service) and a command of its own; `--dry-run` only reports.
 //!
 //! Safety rules, because the cgroup is the only thing that ties a process to a container:
@@ -25,12 +25,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::cgroup;
-use crate::engine::{Adopted, Engine, EngineError, Relay, kerr};
+use crate::cookies::engine::{Adopted, Engine, EngineError, Relay, kerr};
+use crate::cookies::membership::{self, Live, Seen};
 use crate::error::Chain;
-use crate::kernel::{CookieHex, CoreSched, KernelError};
-use crate::membership::{self, Live, Seen};
-use crate::procfs::{ProcFs, TaskId};
+use crate::host::cgroup;
+use crate::host::kernel::{CookieHex, CoreSched, KernelError};
+use crate::host::procfs::{ProcFs, TaskId};
 use crate::store::{Store, Txn};
 use crate::values::{Cookie, Pid};
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::engine::{Engine, EnsureRequest};
+use crate::cookies::engine::{Engine, EnsureRequest};
 use crate::test_world::World;
 use crate::values::Labels;
 
@@ -160,7 +160,7 @@ fn adopt_reports_exited_targets_and_a_gone_source() {
     let c = w.container("a1", "web", 100, "/pod1/a1");
     w.spawn(200, "/pod1/a1");
     w.spawn(300, "/pod1/a1");
-    let engine = crate::engine::Relay::new(&w.kernel, &w.proc);
+    let engine = crate::cookies::engine::Relay::new(&w.kernel, &w.proc);
     let src = w.proc.task(100).unwrap().unwrap();
     let t200 = w.proc.task(200).unwrap().unwrap();
     let t300 = w.proc.task(300).unwrap().unwrap();

@@ -1,7 +1,7 @@
 //! `inspect` and `list` over a seeded cache and the fake kernel.
 
-use crate::kernel::fake::{FakeKernel, FakeProc};
-use crate::kernel::{CoreSched, Scope};
+use crate::host::kernel::fake::{FakeKernel, FakeProc};
+use crate::host::kernel::{CoreSched, Scope};
 use crate::store::{Member, Store};
 use crate::test_world::{Ground, World};
 use crate::values::{Labels, Pid};

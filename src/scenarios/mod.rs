@@ -8,7 +8,7 @@
 
 mod world;
 
-use crate::engine::Via;
+use crate::cookies::engine::Via;
 use crate::hook::{Done, HookError, Stage};
 use world::World;
 
@@ -16,14 +16,14 @@ const GROUP: &str = "oci-coresched-hook/group";
 const POLICY: &str = "oci-coresched-hook/policy";
 const NS: &str = "io.kubernetes.pod.namespace";
 
-fn ensured(done: Result<Done, HookError>) -> crate::engine::EnsureOutcome {
+fn ensured(done: Result<Done, HookError>) -> crate::cookies::engine::EnsureOutcome {
     match done {
         Ok(Done::Ensured(o)) => o,
         other => panic!("expected an ensure, got {other:?}"),
     }
 }
 
-fn ensured_then_failed(done: Result<Done, HookError>) -> (crate::engine::EnsureOutcome, HookError) {
+fn ensured_then_failed(done: Result<Done, HookError>) -> (crate::cookies::engine::EnsureOutcome, HookError) {
     match done {
         Ok(Done::EnsuredThenFailed { outcome, error }) => (outcome, error),
         other => panic!("expected an ensure whose next step failed, got {other:?}"),
@@ -209,7 +209,7 @@ fn a_stop_recorded_before_the_id_was_reused_keeps_the_new_container(w: &mut Worl
     // second stop is recorded again after the new one started.
     let p2 = w.spawn("c1");
     ensured(w.create_runtime("c1", p2, &[(GROUP, "web")]));
-    crate::stopped::record(&w.state_dir(), "c1").unwrap();
+    crate::cookies::stopped::record(&w.state_dir(), "c1").unwrap();
     assert_eq!(w.member("c1").map(|m| m.pid), Some(p2), "the live container's row stays");
     let p3 = w.start("c3", &[(GROUP, "web")]);
     assert_eq!(w.cookie(p3), w.cookie(p2));
@@ -321,7 +321,7 @@ fn sched_idle_failure_keeps_the_membership(w: &mut World) {
     let store = w.store();
     let listed = crate::ops::list::list(&store, &w.k(), &w.proc, &Default::default()).unwrap();
     let g = listed.iter().find(|g| g.group == "batch").expect("list shows group batch");
-    let want = crate::kernel::CookieHex(c1).to_string();
+    let want = crate::host::kernel::CookieHex(c1).to_string();
     let rows: Vec<(&str, bool, Option<&str>)> =
         g.members.iter().map(|m| (m.id.as_str(), m.live, m.cookie_now.as_deref())).collect();
     assert_eq!(rows, [("c1", true, Some(want.as_str())), ("c2", true, Some(want.as_str()))]);

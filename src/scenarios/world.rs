@@ -8,16 +8,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use crate::config::Config;
+use crate::decide::policy::Decision;
 use crate::hook::{self, Done, HookError, Stage};
-use crate::kernel::fake::FakeKernel;
-use crate::kernel::linux::Linux;
-use crate::kernel::{CoreSched, Scope};
-use crate::oci_state::State;
-use crate::policy::Decision;
-use crate::procfs::ProcFs;
-use crate::state_dir::StateDir;
+use crate::host::kernel::fake::FakeKernel;
+use crate::host::kernel::linux::Linux;
+use crate::host::kernel::{CoreSched, Scope};
+use crate::host::oci_state::State;
+use crate::host::procfs::ProcFs;
+use crate::host::state_dir::StateDir;
+use crate::host::system::System;
 use crate::store::{Member, Store};
-use crate::system::System;
 use crate::values::{Cookie, Pid};
 
 /// Which kernel a world uses.
@@ -105,7 +105,7 @@ impl World {
     /// must not reach this test's thread and the inits it forks afterwards.
     pub fn hook(&self, state: &State, stage: Option<Stage>) -> (Decision, Result<Done, HookError>) {
         let decision =
-            crate::policy::decide(&hook::input(state, stage).expect("input"), &self.config).expect("decision");
+            crate::decide::policy::decide(&hook::input(state, stage).expect("input"), &self.config).expect("decision");
         let sys = System {
             kernel: self.k(),
             proc: self.proc.clone(),
@@ -168,7 +168,7 @@ impl World {
     pub fn store(&self) -> Store {
         let dir = StateDir::open(&self.state_dir()).expect("state dir");
         let store = Store::open(&dir.db_path()).expect("cache");
-        crate::stopped::apply_now(dir.path(), &store, &self.proc).expect("deferred forgets");
+        crate::cookies::stopped::apply_now(dir.path(), &store, &self.proc).expect("deferred forgets");
         store
     }
 

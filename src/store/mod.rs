@@ -13,7 +13,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, params};
 
 use crate::error::{Chain, FailureReason};
-use crate::procfs::TaskId;
+use crate::host::procfs::TaskId;
 use crate::values::{Cookie, Labels, Pid};
 
 mod force_idle;
@@ -135,7 +135,7 @@ impl Member {
     }
 
     /// Its recorded init: the pid and the start time recorded with it (what liveness compares
-    /// with `/proc`, [`crate::membership::liveness`]).
+    /// with `/proc`, [`crate::cookies::membership::liveness`]).
     pub fn init(&self) -> TaskId {
         TaskId { pid: self.pid, start_time: self.start_time }
     }

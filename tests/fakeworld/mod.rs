@@ -148,7 +148,7 @@ impl World {
     #[cfg(feature = "fake-kernel")]
     pub fn kernel_knows(&self, pid: i32) -> bool {
         let bytes = std::fs::read(self.kernel_file()).unwrap_or_default();
-        let json = oci_coresched_hook::kernel::fake_file::json_of(&bytes);
+        let json = oci_coresched_hook::host::kernel::fake_file::json_of(&bytes);
         let v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
         v["tasks"].get(pid.to_string()).is_some()
     }
@@ -163,7 +163,7 @@ impl World {
 
     /// `PRAGMA integrity_check` of the cache, under the state lock, through the library.
     pub fn integrity(&self) -> String {
-        let dir = oci_coresched_hook::state_dir::StateDir::open(&self.state_dir()).expect("state dir");
+        let dir = oci_coresched_hook::host::state_dir::StateDir::open(&self.state_dir()).expect("state dir");
         let _lock = dir.lock(Duration::from_secs(30)).expect("state lock");
         let store = oci_coresched_hook::store::Store::open(&dir.db_path()).expect("open cache");
         assert!(

@@ -1,23 +1,49 @@
 //! The layering rules ARCHITECTURE.md states, checked on the source itself, so
 //! that a later change cannot quietly bring a seam back:
 //!
-//! * the top-level modules' `crate::` references (production code: no `*_tests.rs`, no
-//!   `#[cfg(test)] mod tests`, no `scenarios/`) form no cycle;
-//! * nothing below the operator commands (`cli`, `commands`, `ops`, `nri`, `follow`) names
-//!   them;
+//! * `src/` is cut into layers, top to bottom ([`LAYERS`]): a folder or top-level module names
+//!   (`crate::…`, in production code: no `*_tests.rs`, no `#[cfg(test)] mod tests`, no
+//!   `scenarios/`) only what sits in a lower layer, or in its own folder;
+//! * the modules ([`unit`]: a file at the top of `src/`, or a module of a namespace folder such as
+//!   `host::procfs`) form no cycle, inside a folder as across folders;
+//! * nothing below the operator commands (`cli`, `commands`, `ops`, `agent::nri`,
+//!   `agent::follow`) names them;
 //! * exactly one file calls `prctl`;
 //! * only `membership` decides whether a cached member is alive (a recorded identity compared
 //!   with `/proc`) and which member owns a cgroup (`cgroup::within`);
-//! * the decision (`policy`) names no storage type, the cache (`store`) no kernel call, and the
+//! * the decision (`decide/`) names no storage type, the cache (`store`) no kernel call, and the
 //!   value types they share sit in a leaf (`values`);
 //! * unit tests live in a sibling `*_tests.rs` file that its module includes, never inline;
-//! * ARCHITECTURE.md's module map names every module, and every `.rs` file and every item it
-//!   names as a path (`module::item`, `Type::member`) exists in the source.
+//! * ARCHITECTURE.md's module map names every folder and module by its path below `src/`, and
+//!   every `.rs` file and every item it names as a path (`module::item`, `Type::member`) exists in
+//!   the source.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const OPERATOR_LAYER: [&str; 5] = ["cli", "commands", "ops", "nri", "follow"];
+/// The layers, top to bottom: each entry is a folder of `src/` or a top-level module, and may name
+/// only entries of later layers (and its own folder's modules). The last layer holds the leaves,
+/// which name nothing of the crate.
+const LAYERS: [&[&str]; 11] = [
+    &["cli"],
+    &["commands"],
+    &["agent"],
+    &["ops"],
+    &["hook"],
+    &["session"],
+    &["cookies"],
+    &["store"],
+    &["decide"],
+    &["host"],
+    &["config", "error", "exit_codes", "fault", "logging", "textfile", "timing", "values"],
+];
+
+/// The folders that only group modules (their `mod.rs` declares them and holds no code): a module
+/// below one of them is a unit of its own (`host::procfs`). Any other folder (`store/`, `ops/`,
+/// `session/`, …) is one module with its private parts.
+const NAMESPACES: [&str; 4] = ["host", "decide", "cookies", "agent"];
+
+const OPERATOR_LAYER: [&str; 5] = ["cli", "commands", "ops", "agent::nri", "agent::follow"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -42,38 +68,64 @@ fn production(text: &str) -> String {
     text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
 }
 
-/// The names after each `crate::`, including those in `use crate::{a, b::c}`.
+/// The module a path of the crate falls in (`["host", "procfs", "ProcFs"]` → `host::procfs`,
+/// `["store", "Member"]` → `store`): the first segment, and the second below a namespace folder.
+fn unit(segments: &[&str]) -> String {
+    match segments {
+        [ns, module, ..] if NAMESPACES.contains(ns) => format!("{ns}::{module}"),
+        [first, ..] => first.to_string(),
+        [] => String::new(),
+    }
+}
+
+/// The layer (its index in [`LAYERS`]) of a unit, from its first segment.
+fn layer(unit: &str) -> Option<usize> {
+    let top = unit.split("::").next().unwrap_or(unit);
+    LAYERS.iter().position(|l| l.contains(&top))
+}
+
+/// The units named after each `crate::`, including those in `use crate::{a, b::c}`.
 fn crate_refs(text: &str) -> BTreeSet<String> {
     let mut refs = BTreeSet::new();
+    let path = |s: &str| -> String {
+        let p: String = s.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+        unit(&p.split("::").filter(|s| !s.is_empty()).collect::<Vec<_>>())
+    };
     for (i, _) in text.match_indices("crate::") {
         let rest = &text[i + "crate::".len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let group = &group[..group.find('}').unwrap_or(group.len())];
             for item in group.split(',') {
-                let name: String = item.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                refs.insert(name);
+                refs.insert(path(item.trim()));
             }
         } else {
-            refs.insert(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
+            refs.insert(path(rest));
         }
     }
     refs.retain(|r| !r.is_empty());
     refs
 }
 
-/// Top-level module → the top-level modules its production code names.
+/// Unit → the units its production code names.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     sources(&src(), &mut files);
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (rel, text) in &files {
-        if rel.ends_with("_tests.rs") || rel.starts_with("scenarios") || rel == "main.rs" || rel == "lib.rs" {
+        if rel.ends_with("_tests.rs")
+            || rel.starts_with("scenarios")
+            || ["main.rs", "lib.rs", "test_world.rs"].contains(&rel.as_str())
+        {
             continue;
         }
-        let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+        let segments: Vec<&str> = rel.trim_end_matches(".rs").split('/').filter(|s| *s != "mod").collect();
+        if segments.len() == 1 && NAMESPACES.contains(&segments[0]) {
+            continue; // a namespace folder's mod.rs only declares its modules
+        }
+        let me = unit(&segments);
         let mut refs = crate_refs(&production(text));
-        refs.remove(&top);
-        g.entry(top).or_default().extend(refs);
+        refs.remove(&me);
+        g.entry(me).or_default().extend(refs);
     }
     let known: BTreeSet<String> = g.keys().cloned().collect();
     for deps in g.values_mut() {
@@ -101,7 +153,10 @@ fn reaches(g: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool
 #[test]
 fn module_graph_has_no_cycle() {
     let g = graph();
-    assert!(g.len() > 15 && g["hook"].contains("engine"), "the module scan found too little: {g:?}");
+    assert!(
+        g.len() > 30 && g["hook"].contains("cookies::engine") && g["host::system"].contains("host::kernel"),
+        "the module scan found too little: {g:?}"
+    );
     let mut cycles = Vec::new();
     for a in g.keys() {
         for b in g.keys().filter(|b| *b > a) {
@@ -114,12 +169,46 @@ fn module_graph_has_no_cycle() {
 }
 
 #[test]
+fn every_folder_names_only_lower_layers() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        let Some(from) = layer(m) else {
+            wrong.push(format!("{m} is in no layer: add its folder or module to LAYERS"));
+            continue;
+        };
+        let folder = m.split("::").next().unwrap_or(m);
+        for d in deps {
+            let same_folder = d.split("::").next() == Some(folder);
+            match layer(d) {
+                Some(to) if to > from || same_folder => {}
+                _ => wrong.push(format!("{m} -> {d}")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "a module names one of its own layer or a higher one: {wrong:#?}");
+    // Every entry of `src/` is in a layer: a new folder or top-level module must be placed.
+    let mut unplaced = Vec::new();
+    for entry in std::fs::read_dir(src()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let name = name.trim_end_matches(".rs");
+        let test_only = name.ends_with("_tests") || ["main", "lib", "test_world", "scenarios"].contains(&name);
+        if !test_only && layer(name).is_none() {
+            unplaced.push(name.to_string());
+        }
+    }
+    assert!(unplaced.is_empty(), "entries of src/ in no layer: {unplaced:?}");
+}
+
+#[test]
 fn nothing_below_the_operator_commands_names_them() {
     let g = graph();
     let mut wrong = Vec::new();
     for (m, deps) in g.iter().filter(|(m, _)| !OPERATOR_LAYER.contains(&m.as_str())) {
         for d in deps.iter().filter(|d| OPERATOR_LAYER.contains(&d.as_str())) {
-            wrong.push(format!("{m} -> {d}"));
+            if !(m == "cli" || m == "commands" || m.starts_with("agent::") && d == "ops") {
+                wrong.push(format!("{m} -> {d}"));
+            }
         }
     }
     assert!(wrong.is_empty(), "a lower layer names an operator command module: {wrong:?}");
@@ -134,7 +223,7 @@ fn exactly_one_file_calls_prctl() {
         .filter(|(_, text)| production(text).contains("libc::prctl("))
         .map(|(rel, _)| rel.as_str())
         .collect();
-    assert_eq!(callers, ["kernel/linux.rs"]);
+    assert_eq!(callers, ["host/kernel/linux.rs"]);
 }
 
 #[test]
@@ -143,12 +232,12 @@ fn only_membership_decides_liveness_and_cgroup_ownership() {
     sources(&src(), &mut files);
     let mut wrong = Vec::new();
     for (rel, text) in files.iter().filter(|(rel, _)| !rel.ends_with("_tests.rs") && !rel.starts_with("scenarios/")) {
-        if rel == "membership.rs" {
+        if rel == "cookies/membership.rs" {
             continue;
         }
         for line in production(text).lines() {
             let compares_identity = line.contains(".task(") && (line.contains("==") || line.contains("!="));
-            let owns_cgroup = line.contains("within(") && rel != "cgroup.rs";
+            let owns_cgroup = line.contains("within(") && rel != "host/cgroup.rs";
             let liveness = line.contains("fn liveness") || line.contains("enum Liveness") || line.contains("is_same(");
             if compares_identity || owns_cgroup || liveness {
                 wrong.push(format!("{rel}: {}", line.trim()));
@@ -156,28 +245,35 @@ fn only_membership_decides_liveness_and_cgroup_ownership() {
         }
     }
     assert!(wrong.is_empty(), "liveness or cgroup ownership decided outside membership.rs: {wrong:#?}");
-    let membership = files.iter().find(|(rel, _)| rel == "membership.rs").expect("src/membership.rs exists");
+    let membership =
+        files.iter().find(|(rel, _)| rel == "cookies/membership.rs").expect("src/cookies/membership.rs exists");
     assert!(membership.1.contains("pub fn liveness") && membership.1.contains("pub fn owner"));
 }
 
 #[test]
 fn architecture_md_maps_every_module() {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
-    let missing: Vec<String> = graph()
+    // Each module by its path below `src/` (`host/procfs.rs`, `host/kernel/`), each folder too.
+    let mut missing: Vec<String> = graph()
         .keys()
+        .map(|m| m.replace("::", "/"))
         .filter(|m| !doc.contains(&format!("`{m}.rs`")) && !doc.contains(&format!("`{m}/`")))
-        .cloned()
         .collect();
+    missing.extend(NAMESPACES.iter().map(|f| format!("{f}/")).filter(|f| !doc.contains(&format!("`{f}`"))));
     assert!(missing.is_empty(), "ARCHITECTURE.md's module map lacks {missing:?}");
 }
 
 #[test]
 fn the_decision_names_no_storage_and_the_cache_no_kernel() {
     let g = graph();
-    let policy = &g["policy"];
-    assert!(!policy.contains("store") && !policy.contains("session"), "policy/ names the cache: {policy:?}");
+    for (m, deps) in g.iter().filter(|(m, _)| m.starts_with("decide::")) {
+        let cache = deps.iter().filter(|d| ["store", "session"].contains(&d.as_str()) || d.starts_with("cookies::"));
+        let cache: Vec<&String> = cache.collect();
+        assert!(cache.is_empty(), "{m} names the cache: {cache:?}");
+    }
+    assert!(g.contains_key("decide::policy"), "the scan found no decide/policy: {g:?}");
     let store = &g["store"];
-    assert!(!store.contains("kernel"), "the cache names the kernel seam: {store:?}");
+    assert!(!store.contains("host::kernel"), "the cache names the kernel seam: {store:?}");
     assert!(g["values"].is_empty(), "values.rs is a leaf: {:?}", g["values"]);
 }
 
@@ -260,7 +356,16 @@ fn every_file_and_item_architecture_md_names_exists() {
         let base = segments.join("/");
         let from_root =
             [format!("{base}.rs"), format!("{base}/mod.rs")].iter().find_map(|f| production.get(f).cloned());
-        from_root.or_else(|| (segments.len() == 1).then(|| by_stem.get(segments[0]).cloned()).flatten())
+        // Or by its path inside its folder (`state_dir::choice` for `host/state_dir/choice.rs`).
+        let in_folder = || {
+            production.iter().find_map(|(rel, text)| {
+                let stem = rel.strip_suffix("/mod.rs").or_else(|| rel.strip_suffix(".rs"))?;
+                (segments.len() > 1 && stem.ends_with(&format!("/{base}"))).then(|| text.clone())
+            })
+        };
+        from_root
+            .or_else(in_folder)
+            .or_else(|| (segments.len() == 1).then(|| by_stem.get(segments[0]).cloned()).flatten())
     };
     let all: String = production.values().cloned().collect::<Vec<_>>().join("\n");
     let (named_files, named_paths) = named_in_architecture_md();

@@ -16,15 +16,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use oci_coresched_hook::oci_state::State;
-use oci_coresched_hook::policy::ContainerInput;
-use oci_coresched_hook::policy::Lifecycle;
-use oci_coresched_hook::runtimes::{read_crun, read_runc};
+use oci_coresched_hook::decide::policy::ContainerInput;
+use oci_coresched_hook::decide::policy::Lifecycle;
+use oci_coresched_hook::host::oci_state::State;
+use oci_coresched_hook::host::runtimes::{read_crun, read_runc};
 
 use common::{MANIFEST_DIR, Output, World};
 
 /// Largest config.json the hook reads.
-const LIMIT: usize = oci_coresched_hook::bundle::MAX_CONFIG_BYTES as usize;
+const LIMIT: usize = oci_coresched_hook::host::bundle::MAX_CONFIG_BYTES as usize;
 
 /// Every captured config.json.
 fn captured_configs() -> Vec<PathBuf> {

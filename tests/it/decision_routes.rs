@@ -13,13 +13,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use oci_coresched_hook::agent::nri::adjust;
+use oci_coresched_hook::agent::nri::catchup;
+use oci_coresched_hook::agent::nri::messages::{Container, LinuxContainer, PodSandbox, state};
 use oci_coresched_hook::config::Config;
-use oci_coresched_hook::nri::adjust;
-use oci_coresched_hook::nri::catchup;
-use oci_coresched_hook::nri::messages::{Container, LinuxContainer, PodSandbox, state};
-use oci_coresched_hook::policy::ContainerInput;
-use oci_coresched_hook::policy::{Decision, Lifecycle};
-use oci_coresched_hook::runtimes::read_runc;
+use oci_coresched_hook::decide::policy::ContainerInput;
+use oci_coresched_hook::decide::policy::{Decision, Lifecycle};
+use oci_coresched_hook::host::runtimes::read_runc;
 use serde_json::json;
 
 const PID: i64 = 4242;
@@ -93,7 +93,7 @@ fn decisions(dir: &Path, case: &Case, config: &Config) -> Vec<(&'static str, Dec
     );
     let state = json!({"ociVersion": "1.2.0", "id": "c1", "status": "creating", "pid": PID,
                        "bundle": bundle.display().to_string(), "annotations": ann});
-    let state = oci_coresched_hook::oci_state::parse_state(&serde_json::to_vec(&state).unwrap()).unwrap();
+    let state = oci_coresched_hook::host::oci_state::parse_state(&serde_json::to_vec(&state).unwrap()).unwrap();
     let hook = ContainerInput::from_state(&state, Lifecycle::Ensure);
 
     // The catch-up: NRI's pod and container.
@@ -115,7 +115,7 @@ fn decisions(dir: &Path, case: &Case, config: &Config) -> Vec<(&'static str, Dec
         .map(|(route, input)| {
             (
                 route,
-                oci_coresched_hook::policy::decide(&input, config)
+                oci_coresched_hook::decide::policy::decide(&input, config)
                     .unwrap_or_else(|e| panic!("{}: {route}: {e}", case.name)),
             )
         })

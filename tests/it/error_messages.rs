@@ -13,18 +13,18 @@ use crate::fakeworld;
 
 use std::time::Duration;
 
-use oci_coresched_hook::bundle::BundleError;
-use oci_coresched_hook::cgroup::CgroupError;
+use oci_coresched_hook::agent::nri::NriError;
+use oci_coresched_hook::agent::nri::proto::DecodeError;
+use oci_coresched_hook::agent::nri::wire::WireError;
 use oci_coresched_hook::config::{Config, ConfigError};
-use oci_coresched_hook::engine::EngineError;
+use oci_coresched_hook::cookies::engine::EngineError;
+use oci_coresched_hook::decide::policy::BadContainerId;
 use oci_coresched_hook::hook::HookError;
-use oci_coresched_hook::kernel::{CookieHex, KernelError};
-use oci_coresched_hook::nri::NriError;
-use oci_coresched_hook::nri::proto::DecodeError;
-use oci_coresched_hook::nri::wire::WireError;
-use oci_coresched_hook::oci_state::StateError;
-use oci_coresched_hook::policy::BadContainerId;
-use oci_coresched_hook::state_dir::{DirError, StateDir};
+use oci_coresched_hook::host::bundle::BundleError;
+use oci_coresched_hook::host::cgroup::CgroupError;
+use oci_coresched_hook::host::kernel::{CookieHex, KernelError};
+use oci_coresched_hook::host::oci_state::StateError;
+use oci_coresched_hook::host::state_dir::{DirError, StateDir};
 use oci_coresched_hook::store::{Store, StoreError, Unusable};
 
 /// The first `: `-separated segment that occurs twice in `line`, if any. A fail-open warning's
@@ -408,7 +408,7 @@ fn real_library_failures_say_their_cause_once() {
     let cg = tmp.path().join("cg");
     std::fs::create_dir_all(&cg).unwrap();
     std::fs::create_dir(cg.join("cpu.idle")).unwrap();
-    let e = oci_coresched_hook::cgroup::set_idle(tmp.path(), "/cg").unwrap_err();
+    let e = oci_coresched_hook::host::cgroup::set_idle(tmp.path(), "/cg").unwrap_err();
     let text = chain(HookError::Cgroup(e));
     assert_said_once("set_idle on a directory", &text);
     assert_eq!(text.matches("Is a directory (os error 21)").count(), 1, "{text}");

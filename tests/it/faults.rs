@@ -150,8 +150,8 @@ mod injected {
             w.kill(p1);
             w.forget("c1");
             assert_eq!(stopped_files(&w), 1, "{point}: poststop recorded the stop");
-            for i in 1..oci_coresched_hook::stopped::HOOK_BACKLOG {
-                oci_coresched_hook::stopped::record(&w.state_dir(), &format!("gone-{i}")).unwrap();
+            for i in 1..oci_coresched_hook::cookies::stopped::HOOK_BACKLOG {
+                oci_coresched_hook::cookies::stopped::record(&w.state_dir(), &format!("gone-{i}")).unwrap();
             }
             killed_at(&w, point, &state("c3", "creating", Some(p3), &pod("tenant-a", "web")));
             let list = check_after_kill(&w, point);

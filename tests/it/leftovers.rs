@@ -3,7 +3,7 @@
 //! id that runs again, and a follower's page (`follow.prom`) of another format. Each gets one
 //! clear line and is repaired; no group splits and nothing crashes. (A cache of a format this
 //! build does not know is `bad_input.rs`'s row "newer build's database" and
-//! `src/session_tests.rs`.)
+//! `src/session/session_tests.rs`.)
 //!
 //! Needs `--features fake-kernel`; without it the test fails under `CI` and prints `SKIPPED`
 //! otherwise.

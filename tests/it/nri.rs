@@ -18,12 +18,12 @@ mod support;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks};
+use oci_coresched_hook::agent::nri::messages::{CreateContainerRequest, CreateContainerResponse, Empty, Hook, Hooks};
 #[cfg(feature = "fake-kernel")]
-use oci_coresched_hook::nri::messages::{PodSandbox, state};
-use oci_coresched_hook::nri::proto::Message;
-use oci_coresched_hook::nri::ttrpc::code;
-use oci_coresched_hook::nri::wire;
+use oci_coresched_hook::agent::nri::messages::{PodSandbox, state};
+use oci_coresched_hook::agent::nri::proto::Message;
+use oci_coresched_hook::agent::nri::ttrpc::code;
+use oci_coresched_hook::agent::nri::wire;
 
 use crate::common::wait::wait_until;
 use support::{HOOK_PATH, Plugin, WAIT, accept, container, map, plugin_cmd, pod, setup};
@@ -338,7 +338,7 @@ fn synchronize_gives_running_containers_their_cookies() {
 #[cfg(feature = "fake-kernel")]
 #[test]
 fn start_container_catches_up_a_container_created_while_the_plugin_was_away() {
-    use oci_coresched_hook::nri::messages::StateChangeEvent;
+    use oci_coresched_hook::agent::nri::messages::StateChangeEvent;
     let world = crate::common::World::fake_kernel("nri-start", "");
     let socket = world.path("nri.sock");
     let listener = UnixListener::bind(&socket).unwrap();

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixListener;
 
-use oci_coresched_hook::nri::messages::{CreateContainerRequest, CreateContainerResponse};
-use oci_coresched_hook::nri::proto::Message;
-use oci_coresched_hook::nri::ttrpc::code;
+use oci_coresched_hook::agent::nri::messages::{CreateContainerRequest, CreateContainerResponse};
+use oci_coresched_hook::agent::nri::proto::Message;
+use oci_coresched_hook::agent::nri::ttrpc::code;
 
 use super::support::{Plugin, Runtime, WAIT, accept, container, plugin_cmd, pod, setup};
 use crate::common::http::{get, sample, served_at};

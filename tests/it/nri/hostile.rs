@@ -6,10 +6,10 @@ use std::io::Write;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{CreateContainerRequest, PodSandbox};
-use oci_coresched_hook::nri::proto::Message;
-use oci_coresched_hook::nri::ttrpc::code;
-use oci_coresched_hook::nri::wire::{self, PLUGIN_CONN, RUNTIME_CONN, TYPE_RESPONSE};
+use oci_coresched_hook::agent::nri::messages::{CreateContainerRequest, PodSandbox};
+use oci_coresched_hook::agent::nri::proto::Message;
+use oci_coresched_hook::agent::nri::ttrpc::code;
+use oci_coresched_hook::agent::nri::wire::{self, PLUGIN_CONN, RUNTIME_CONN, TYPE_RESPONSE};
 
 use super::support::{Plugin, Runtime, WAIT, accept, connected, container, plugin_cmd, pod, setup, try_accept};
 

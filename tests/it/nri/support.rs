@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oci_coresched_hook::nri::messages::{
+use oci_coresched_hook::agent::nri::messages::{
     ConfigureRequest, ConfigureResponse, Container, Empty, LinuxContainer, PLUGIN_SERVICE, PodSandbox, RUNTIME_SERVICE,
     RegisterPluginRequest, SynchronizeRequest, state,
 };
-use oci_coresched_hook::nri::proto::Message;
-use oci_coresched_hook::nri::ttrpc::{Request, Response, code};
-use oci_coresched_hook::nri::wire::{
+use oci_coresched_hook::agent::nri::proto::Message;
+use oci_coresched_hook::agent::nri::ttrpc::{Request, Response, code};
+use oci_coresched_hook::agent::nri::wire::{
     self, Conn, FLAG_REMOTE_CLOSED, Incoming, PLUGIN_CONN, RUNTIME_CONN, TYPE_REQUEST, TYPE_RESPONSE,
 };
 

@@ -1,0 +1,507 @@
+//! `reconcile --follow`: processes that enter a container by exec (`runc exec`, `crun exec`,
+//! `podman exec`, CRI `ExecSync` / `Exec`, i.e. probes and `kubectl exec`) pass through no hook.
+//! The follower hears every fork and exec on the host from the kernel's proc connector
+//! ([`crate::host::proc_events`]) and gives each new process of a member container's cgroup its
+//! group's cookie at once, through the verified relay ([`crate::cookies::engine::Relay`]); a full sweep
+//! (`reconcile`) runs at start, every `--interval`, and after the kernel dropped events.
+//!
+//! Per event: no SQLite and no lock. The cgroup comes from `/proc/PID/cgroup`, the member from
+//! the in-memory [`view::View`] (rebuilt under the lock when the cache files change), then one
+//! GET; a process that already has the cookie costs nothing more. The reconcile safety rules hold:
+//! only processes inside a live member's cgroup (the most specific one, of one group only; never
+//! the root cgroup), the cookie pulled from the member's init with its identity checked, the
+//! target's identity checked around the share. Where there are no process events (no
+//! `CONFIG_PROC_EVENTS`, no CAP_NET_ADMIN, not in the host's namespaces) it says so in one line,
+//! counts it (`events_enabled 0`) and sweeps every [`FALLBACK_SWEEP`] instead.
+//!
+//! It also keeps `cpu.idle` at 1 for the members of `sched_idle` classes ([`Follower::keep_idle`],
+//! every [`IDLE_EVERY`]): a runtime's resource update of the container (CRI
+//! `UpdateContainerResources`, `runc update`) or any change of its systemd scope's properties
+//! makes systemd write `cpu.idle = 0` when it re-applies the unit, and nothing else would set it
+//! again for a running container. It also writes it for containers the NRI plugin caught up from
+//! a container that cannot write the host's cgroups.
+
+pub mod pace;
+mod refresh;
+pub mod stats;
+pub mod storm;
+pub mod view;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agent::endpoint::Board;
+use crate::cookies::engine::{Adopted, EngineError, Relay};
+use crate::error::Chain;
+use crate::host::cgroup;
+use crate::host::kernel::{CookieHex, CoreSched, KernelError};
+use crate::host::proc_events::{Event, EventSource, ProcConnector, monotonic_ns};
+use crate::host::procfs::{CgroupReader, ProcFs};
+use crate::store::Store;
+use crate::values::Pid;
+use pace::Pace;
+use refresh::refresh_if_changed;
+use stats::Stats;
+use view::{Signature, View};
+
+/// The longest sweep interval while process events are missing.
+pub const FALLBACK_SWEEP: Duration = Duration::from_secs(10);
+/// How often `follow.prom` is rewritten.
+pub const METRICS_EVERY: Duration = Duration::from_secs(10);
+/// How long the follower waits before it tries to reopen a proc connector that failed.
+const REOPEN_AFTER: Duration = Duration::from_secs(30);
+/// The metrics file's name in the state dir.
+pub const METRICS_FILE: &str = "follow.prom";
+/// How often the `cpu.idle` of `sched_idle` members is looked at.
+pub const IDLE_EVERY: Duration = Duration::from_secs(5);
+
+/// What a full sweep did: the processes it fixed, and the violations the audit after it found
+/// (`None`: no audit ran, e.g. no cache yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Processes given their group's cookie.
+    pub fixed: usize,
+    /// Threads off their cookie ([`crate::ops::audit`]).
+    pub violations: Option<usize>,
+}
+
+/// Why the follower could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// The SIGTERM handler could not be installed.
+    #[error("failed to install the SIGTERM handler")]
+    Signals(#[source] std::io::Error),
+}
+
+/// What happened to one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not a process of a live member's cgroup (or gone, or the follower itself).
+    Outside,
+    /// It had its group's cookie already.
+    Already,
+    /// It was given the cookie.
+    Fixed,
+    /// It exited meanwhile.
+    Exited,
+    /// It could not be fixed (logged).
+    Failed,
+}
+
+/// Handles events against a view: the per-event part of the follower.
+#[derive(Debug)]
+pub struct Follower<'a, K: CoreSched> {
+    kernel: &'a K,
+    proc: &'a ProcFs,
+    /// The view events are matched against.
+    pub view: View,
+    /// Counters.
+    pub stats: Stats,
+    me: Pid,
+    /// `/proc/PID/cgroup`, read for every event without allocating.
+    cgroups: CgroupReader,
+    /// Parents forking outside every member cgroup, whose children are sampled.
+    storms: storm::Storms,
+    /// Containers whose `cpu.idle` could not be kept, said once each.
+    idle_warned: std::collections::BTreeSet<String>,
+}
+
+impl<'a, K: CoreSched> Follower<'a, K> {
+    /// A follower with an empty view.
+    pub fn new(kernel: &'a K, proc: &'a ProcFs) -> Self {
+        Self {
+            kernel,
+            proc,
+            view: View::default(),
+            stats: Stats::default(),
+            me: std::process::id() as Pid,
+            cgroups: CgroupReader::new(proc),
+            idle_warned: Default::default(),
+            storms: storm::Storms::default(),
+        }
+    }
+
+    /// Sets `cpu.idle` of the view's `sched_idle` members (under the cgroup mount `root`) back to
+    /// 1 where it was reset; returns how many. A member whose init is gone is left alone, and a
+    /// failure is logged once per container.
+    pub fn keep_idle(&mut self, root: &Path) -> usize {
+        let mut restored = 0;
+        for m in self.view.idle() {
+            if !crate::cookies::membership::liveness(self.proc, m.init).is_alive() {
+                continue;
+            }
+            match cgroup::restore_idle(root, &m.cgroup) {
+                Ok(None) => {}
+                Ok(Some(file)) => {
+                    restored += 1;
+                    log::info!(
+                        "follow: cpu.idle of container {} had been reset (by its runtime or systemd); wrote 1 to {}",
+                        m.container_id,
+                        file.display()
+                    );
+                }
+                Err(e) => {
+                    if self.idle_warned.insert(m.container_id.clone()) {
+                        log::warn!("follow: failed to keep cpu.idle of container {}: {}", m.container_id, Chain(&e));
+                    }
+                }
+            }
+        }
+        self.stats.idle_restored += restored as u64;
+        restored
+    }
+
+    /// Rebuilds the view from the cache (read only; the caller holds the lock); returns the groups
+    /// whose cookie or live members changed since the last build ([`View::changed_groups`]).
+    pub fn refresh(&mut self, store: &Store) -> Result<BTreeSet<String>, crate::store::StoreError> {
+        let members = store.all_members()?;
+        let view = View::build(&members, self.kernel, self.proc);
+        let changed = self.view.changed_groups(&view);
+        self.view = view;
+        self.stats.refreshes += 1;
+        self.stats.members = self.view.len();
+        Ok(changed)
+    }
+
+    /// Handles one event; `now_ns` is read after the fix for the window. A fork of a parent
+    /// storming outside every member cgroup is read only as a sample ([`storm`]).
+    pub fn handle(&mut self, ev: Event) -> Outcome {
+        let outcome = match ev {
+            Event::Fork { parent, pid, tgid, at_ns } => {
+                self.stats.forks += 1;
+                if !self.storms.must_read(parent, at_ns) {
+                    self.stats.storm_skipped += 1;
+                    return Outcome::Outside;
+                }
+                let outcome = self.fix(pid, tgid, at_ns, "fork");
+                let inside = matches!(outcome, Outcome::Already | Outcome::Fixed | Outcome::Failed);
+                self.storms.read(parent, at_ns, !inside);
+                outcome
+            }
+            Event::Exec { tgid, at_ns } => {
+                self.stats.execs += 1;
+                self.fix(tgid, tgid, at_ns, "exec")
+            }
+            Event::Lost => {
+                self.stats.lost += 1;
+                return Outcome::Outside;
+            }
+        };
+        match outcome {
+            Outcome::Already => self.stats.already += 1,
+            Outcome::Fixed => self.stats.fixed_event += 1,
+            Outcome::Failed => self.stats.failures += 1,
+            Outcome::Outside | Outcome::Exited => {}
+        }
+        outcome
+    }
+
+    /// `task` is the new task (a thread of `tgid`, or `tgid` itself): its cookie is checked, and
+    /// the share goes to its whole thread group.
+    fn fix(&mut self, task: Pid, tgid: Pid, at_ns: u64, kind: &str) -> Outcome {
+        if tgid <= 1 || tgid == self.me || self.view.is_empty() {
+            return Outcome::Outside;
+        }
+        let m = match self.cgroups.read(task) {
+            Ok(Some(cg)) => match self.view.owner(cg) {
+                Some(m) => m.clone(),
+                None => return Outcome::Outside,
+            },
+            Ok(None) => return Outcome::Exited,
+            Err(e) => {
+                log::debug!("follow: failed to read /proc/{task}/cgroup: {e}");
+                return Outcome::Exited;
+            }
+        };
+        let current = match self.kernel.get(task) {
+            Ok(c) => c,
+            Err(KernelError::NoSuchProcess(_)) => return Outcome::Exited,
+            Err(e) => {
+                log::warn!("follow: failed to read the cookie of pid {task}: {}", Chain(&e));
+                return Outcome::Failed;
+            }
+        };
+        if current == m.cookie {
+            return Outcome::Already;
+        }
+        // The group's cookie may have changed since the view was built: ask its init.
+        let cookie = match self.kernel.get(m.init.pid) {
+            Ok(0) | Err(KernelError::NoSuchProcess(_)) => return Outcome::Outside,
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!(
+                    "follow: failed to read the cookie of pid {} (init of {}): {}",
+                    m.init.pid,
+                    m.container_id,
+                    Chain(&e)
+                );
+                return Outcome::Failed;
+            }
+        };
+        self.view.set_cookie(&m.container_id, cookie);
+        if current == cookie {
+            return Outcome::Already;
+        }
+        let target = match self.proc.task(tgid) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Outcome::Exited,
+            Err(e) => {
+                log::warn!("follow: failed to read /proc/{tgid}/stat: {e}");
+                return Outcome::Failed;
+            }
+        };
+        match Relay::new(self.kernel, self.proc).adopt(m.init, cookie, &[target]) {
+            Ok(mut r) => match r.pop().map(|a| a.result) {
+                Some(Adopted::Done) => {
+                    let window = monotonic_ns().saturating_sub(at_ns) as f64 / 1e9;
+                    self.stats.window(window);
+                    log::debug!(
+                        "follow: gave pid {tgid} of container {} (group {}) cookie {} (was {}) after {} us ({kind})",
+                        m.container_id,
+                        m.group,
+                        CookieHex(cookie),
+                        CookieHex(current),
+                        (window * 1e6).round() as u64
+                    );
+                    Outcome::Fixed
+                }
+                Some(Adopted::Exited) | None => Outcome::Exited,
+                Some(Adopted::Failed(e)) => {
+                    log::warn!(
+                        "follow: failed to give pid {task} the cookie of container {}: {}",
+                        m.container_id,
+                        Chain(&e)
+                    );
+                    Outcome::Failed
+                }
+            },
+            // The init died or was replaced: the next refresh drops it.
+            Err(EngineError::TargetGone(_)) => Outcome::Outside,
+            Err(e) => {
+                log::warn!(
+                    "follow: failed to give pid {task} the cookie of container {}: {}",
+                    m.container_id,
+                    Chain(&e)
+                );
+                Outcome::Failed
+            }
+        }
+    }
+}
+
+/// Options of [`run`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The state dir.
+    pub state_dir: PathBuf,
+    /// How long to wait for the state lock.
+    pub lock_timeout: Duration,
+    /// The sweep interval while events arrive.
+    pub sweep_every: Duration,
+    /// The cgroup mount (for `cpu.idle`).
+    pub cgroup_root: PathBuf,
+    /// The runtimes' state directories, which a cache that lacks containers is refilled from
+    /// ([`crate::session`]).
+    pub runtime_roots: Vec<crate::host::runtimes::RuntimeRoot>,
+    /// The config (the refill decides as the hook does).
+    pub config: crate::config::Config,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` ([`crate::agent::endpoint`]), if anywhere.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+fn open_events(fallback: Duration) -> Option<ProcConnector> {
+    match ProcConnector::open() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!(
+                "reconcile --follow: {}; exec'd processes get their cookie at the next sweep (every {} s)",
+                Chain(&e),
+                fallback.as_secs()
+            );
+            None
+        }
+    }
+}
+
+/// Why the follower is not ready before its first sweep.
+const STARTING: &str = "starting: the first sweep has not run";
+
+/// Ready once process events flow, or, without them, while the sweep that replaces them works.
+fn readiness(events: bool, last_sweep_ok: bool) -> Result<(), &'static str> {
+    match (events, last_sweep_ok) {
+        (true, _) | (false, true) => Ok(()),
+        (false, false) => Err("no process events, and the last sweep failed (see the log)"),
+    }
+}
+
+/// Runs until SIGTERM or SIGINT. `sweep` is one full `reconcile` (it takes the lock itself) and
+/// returns the processes it fixed. With [`Options::listen`], an endpoint serves `render` (the
+/// `metrics` command's families, taken every [`METRICS_EVERY`]) followed by the follower's counters.
+pub fn run<K: CoreSched, E: std::fmt::Display>(
+    opts: &Options,
+    kernel: &K,
+    proc: &ProcFs,
+    mut sweep: impl FnMut() -> Result<Swept, E>,
+    mut render: impl FnMut() -> Result<String, E>,
+) -> Result<(), FollowError> {
+    crate::agent::signals::install().map_err(FollowError::Signals)?;
+    let board = Board::new(STARTING);
+    let endpoint = crate::agent::endpoint::serve_if_asked(opts.listen, &board);
+    let mut last_sweep_ok = false;
+    let mut last_render_error = String::new();
+    if opts.config.enable_schedstats {
+        match crate::ops::forced_idle::enable_schedstats(proc) {
+            Ok(true) => log::info!(
+                "reconcile --follow: set kernel.sched_schedstats = 1 (enable_schedstats): forced idle is counted"
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                log::warn!("reconcile --follow: failed to set kernel.sched_schedstats = 1 (enable_schedstats): {e}")
+            }
+        }
+    }
+    let db = opts.state_dir.join(crate::host::state_dir::DB_FILE);
+    let metrics = opts.state_dir.join(METRICS_FILE);
+    let mut f = Follower::new(kernel, proc);
+    let every = |on: bool| if on { opts.sweep_every } else { opts.sweep_every.min(FALLBACK_SWEEP) };
+    let mut source = open_events(every(false));
+    let mut reopen_at = Instant::now() + REOPEN_AFTER;
+    f.stats.events_enabled = source.is_some();
+    if let Some(s) = &source {
+        log::info!(
+            "reconcile --follow: following process events (proc connector, {}); a full sweep every {} s",
+            if s.filtered() { "fork and exec only" } else { "every event: the kernel does not filter" },
+            every(true).as_secs()
+        );
+    }
+    let mut sig: Option<Signature> = None;
+    let mut next_sweep = Instant::now();
+    // Written first after the start's sweep, so that the file says at once whether events flow.
+    let mut next_metrics = Instant::now();
+    let mut next_idle = Instant::now();
+    let (mut last_error, mut last_sweep_error, mut last_idle_error) = (String::new(), String::new(), String::new());
+    let mut events = Vec::with_capacity(256);
+    let mut pace = Pace::new(Instant::now());
+    while !crate::agent::signals::stopping() {
+        board.beat();
+        let now = Instant::now();
+        if now >= next_sweep {
+            f.stats.sweeps += 1;
+            match sweep() {
+                Ok(s) => {
+                    f.stats.fixed_sweep += s.fixed as u64;
+                    f.stats.audit_violations = s.violations.map(|v| v as u64);
+                    last_sweep_error.clear();
+                    last_sweep_ok = true;
+                }
+                Err(e) => {
+                    last_sweep_ok = false;
+                    f.stats.sweep_failures += 1;
+                    report(&mut last_sweep_error, format!("reconcile --follow: sweep: {e:#}"));
+                }
+            }
+            sig = None; // refresh the cookies too
+            next_sweep = Instant::now() + every(source.is_some());
+            board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
+        }
+        if Instant::now() >= next_idle {
+            f.keep_idle(&opts.cgroup_root);
+            if !f.view.inits_alive(proc) {
+                sig = None; // the refresh removes the member (exit events are not asked for)
+            }
+            next_idle = Instant::now() + IDLE_EVERY;
+        }
+        if Instant::now() >= next_metrics {
+            refresh::update_force_idle(&f, opts, &mut last_idle_error);
+            f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+            stats::write_metrics(&metrics, &f.stats);
+            if endpoint.is_some() {
+                let page = match render() {
+                    Ok(page) => {
+                        last_render_error.clear();
+                        page
+                    }
+                    Err(e) => {
+                        report(&mut last_render_error, format!("reconcile --follow: failed to render /metrics: {e:#}"));
+                        String::new()
+                    }
+                };
+                board.set_metrics(page + &f.stats.render());
+            }
+            next_metrics = Instant::now() + METRICS_EVERY;
+        }
+        let wait = next_sweep
+            .min(next_metrics)
+            .min(next_idle)
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(500));
+        match source.as_mut() {
+            Some(s) => {
+                events.clear();
+                if let Err(e) = s.wait(wait, &mut events) {
+                    log::warn!(
+                        "reconcile --follow: {}; sweeping every {} s until it reopens",
+                        Chain(&e),
+                        FALLBACK_SWEEP.as_secs()
+                    );
+                    source = None;
+                    f.stats.events_enabled = false;
+                    board.set_ready(readiness(false, last_sweep_ok));
+                    reopen_at = Instant::now() + REOPEN_AFTER;
+                    next_sweep = next_sweep.min(Instant::now() + FALLBACK_SWEEP);
+                    continue;
+                }
+            }
+            None => {
+                crate::agent::signals::sleep_unless_stopped(wait);
+                if Instant::now() >= reopen_at {
+                    reopen_at = Instant::now() + REOPEN_AFTER;
+                    if let Ok(c) = ProcConnector::open() {
+                        log::info!("reconcile --follow: following process events again");
+                        source = Some(c);
+                        f.stats.events_enabled = true;
+                        board.set_ready(readiness(true, last_sweep_ok));
+                        next_sweep = Instant::now();
+                    }
+                }
+            }
+        }
+        // A cache written since the last look (a container just created) is read before the
+        // events that may be its processes.
+        refresh_if_changed(&mut f, opts, &db, &mut sig, &mut last_error);
+        let batch = events.len();
+        for ev in events.drain(..) {
+            if ev == Event::Lost && next_sweep > Instant::now() {
+                log::warn!("reconcile --follow: the kernel dropped process events; sweeping now");
+                next_sweep = Instant::now();
+            }
+            f.handle(ev);
+        }
+        pace.note(batch, Instant::now());
+        if batch > 0 && !pace.gather().is_zero() {
+            std::thread::sleep(pace.gather());
+        }
+    }
+    f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+    stats::write_metrics(&metrics, &f.stats);
+    log::info!(
+        "reconcile --follow stopping on a signal: {} events, {} processes fixed on events, {} by sweeps",
+        f.stats.forks + f.stats.execs,
+        f.stats.fixed_event,
+        f.stats.fixed_sweep
+    );
+    Ok(())
+}
+
+/// Logs `msg` unless it is the one logged last (one line per problem, not per loop).
+pub(crate) fn report(last: &mut String, msg: String) {
+    if *last != msg {
+        log::warn!("{msg}");
+        *last = msg;
+    }
+}
+
+#[cfg(test)]
+#[path = "follow_tests.rs"]
+mod tests;

@@ -1,0 +1,8 @@
+//! The long-running parts of a node: the NRI plugin ([`nri`]), the exec follower
+//! (`reconcile --follow`, [`follow`]), the HTTP endpoint both serve with `--listen`
+//! ([`endpoint`]), and the stop flag their loops poll ([`signals`]). Nothing below names them.
+
+pub(crate) mod endpoint;
+pub mod follow;
+pub mod nri;
+pub(crate) mod signals;

@@ -1,0 +1,456 @@
+//! Reloads the cache from the containers the runtimes say are running ([`crate::host::runtimes`]):
+//! whenever the cache may lack running containers (new, upgraded from an older build, or replacing
+//! a damaged file: [`crate::session`] does it before anything decides),
+//! or on a node where the hook was installed with containers running (the `rebuild` command).
+//!
+//! For each container whose init is alive with the recorded start time, the decision is computed
+//! exactly as the hook would ([`ContainerInput::from_runtime`], lifecycle ensure), the cookie on
+//! the init is read with a GET, and the container is recorded as a member of its group with the
+//! cookie as seen. A container that holds no cookie is reported and not recorded: it has nothing
+//! for the next members to share, and where the NRI plugin did not adjust it (it started while the
+//! plugin was away, or it is the plugin's own) its state lacks its pod's annotations, so its group
+//! would be a guess. A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
+//! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
+//! so members are recorded oldest first, by start time).
+//!
+//! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
+//! only the containers the cache lacks and changes no row it has; one that is older than every
+//! live member its group has in the cache is recorded as the oldest, so that a group split by a
+//! lost cache converges to the cookie of the members that ran before the loss.
+//!
+//! The caller holds the state lock and wraps the call in one cache transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::cookies::engine::EngineError;
+use crate::cookies::membership::{self, Liveness, Seen, State};
+use crate::decide::policy::ContainerInput;
+use crate::decide::policy::{Action, Decision};
+use crate::error::Chain;
+use crate::host::kernel::{CookieHex, CoreSched, KernelError};
+use crate::host::procfs::{ProcFs, TaskId};
+use crate::host::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
+use crate::store::{Member, Store, Txn};
+use crate::values::{Cookie, Pid};
+
+/// One scanned root.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootScan {
+    /// Its layout.
+    pub kind: RuntimeKind,
+    /// The directory.
+    pub path: PathBuf,
+    /// Whether it exists (a missing default root is normal).
+    pub present: bool,
+    /// Container directories found in it.
+    pub containers: usize,
+}
+
+/// A container recorded in the cache.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rebuilt {
+    /// Container id.
+    pub id: String,
+    /// Group key.
+    pub group: String,
+    /// Init pid.
+    pub pid: Pid,
+    /// Cookie on the init now (never `0x0`: a container without a cookie is not recorded).
+    pub cookie: String,
+    /// The root it was found in.
+    pub root: PathBuf,
+}
+
+/// A container not recorded, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// Container id (the directory name).
+    pub id: String,
+    /// The root it was found in.
+    pub root: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+/// A group whose live members hold more than one non-zero cookie.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conflict {
+    /// Group key.
+    pub group: String,
+    /// Distinct non-zero cookies, sorted.
+    pub cookies: Vec<String>,
+    /// Live members with the cookie each holds, oldest first.
+    pub members: Vec<(String, String)>,
+}
+
+/// What `rebuild` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    /// Roots scanned.
+    pub roots: Vec<RootScan>,
+    /// Containers recorded, oldest first.
+    pub members: Vec<Rebuilt>,
+    /// Containers not recorded.
+    pub skipped: Vec<Skipped>,
+    /// Groups with more than one cookie among live members (the next ensure converges them).
+    pub conflicts: Vec<Conflict>,
+    /// Running containers whose `/proc` entry or cookie could not be read (among `skipped`): a
+    /// rebuild with any is incomplete, and a refill is tried again by the next opener.
+    #[serde(skip)]
+    pub unreadable: usize,
+}
+
+/// Which containers a rebuild records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Every running container with a cookie: rows are written again from the runtimes' state
+    /// (the `rebuild` command).
+    All,
+    /// Only those the cache has no row for; rows it has are left as they are.
+    Missing,
+}
+
+/// A live container and what the hook would decide for it.
+struct Candidate {
+    c: RuntimeContainer,
+    root: PathBuf,
+    decision: Decision,
+    /// The group its decision ensures it into.
+    group: String,
+    task: TaskId,
+    cookie: Cookie,
+}
+
+/// A container the runtimes run, with its init (start time checked) and what the hook would
+/// decide for it.
+#[derive(Debug)]
+pub struct Running {
+    /// What its runtime's state says.
+    pub c: RuntimeContainer,
+    /// The root it was found in.
+    pub root: PathBuf,
+    /// Its init, alive with the recorded start time.
+    pub task: TaskId,
+    /// The hook's decision (lifecycle ensure).
+    pub decision: Decision,
+}
+
+/// What [`scan`] found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Roots scanned.
+    pub roots: Vec<RootScan>,
+    /// Running containers, in root order.
+    pub running: Vec<Running>,
+    /// Containers not running, unreadable or undecidable, and why.
+    pub skipped: Vec<Skipped>,
+    /// Containers whose `/proc` entry could not be read (among `skipped`).
+    pub unreadable: usize,
+}
+
+/// The containers `roots` show running: each read once (the first root wins), its init checked
+/// against `/proc` (pid and start time), and decided as the hook would
+/// ([`ContainerInput::from_runtime`]). Reads only.
+pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
+    let mut out = Scan::default();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for root in roots {
+        let mut scanned = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
+        let dirs = match runtimes::container_dirs(&root.path) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                out.roots.push(scanned);
+                continue;
+            }
+            Err(e) => {
+                scanned.present = true;
+                out.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason: Chain(&e).to_string() });
+                out.roots.push(scanned);
+                continue;
+            }
+        };
+        scanned.present = true;
+        scanned.containers = dirs.len();
+        out.roots.push(scanned);
+        for (id, dir) in dirs {
+            let skip = |reason: String| Skipped { id: id.clone(), root: root.path.clone(), reason };
+            if let Some(first) = seen.get(&id) {
+                out.skipped.push(skip(format!("already found in {}", first.display())));
+                continue;
+            }
+            seen.insert(id.clone(), root.path.clone());
+            let parsed = match root.kind {
+                RuntimeKind::Runc => runtimes::read_runc(&dir, &id),
+                RuntimeKind::Crun => runtimes::read_crun(&dir, &id),
+            };
+            let c = match parsed {
+                Ok(c) => c,
+                Err(e) => {
+                    out.skipped.push(skip(format!("unreadable: {}", Chain(&e))));
+                    continue;
+                }
+            };
+            let pid = match Pid::try_from(c.pid) {
+                Ok(p) if p > 0 => p,
+                _ => {
+                    out.skipped.push(skip(format!("not running (pid {})", c.pid)));
+                    continue;
+                }
+            };
+            let task = TaskId { pid, start_time: c.start_time };
+            match membership::liveness(proc, task) {
+                Liveness::Alive => {}
+                Liveness::Reused => {
+                    out.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
+                    continue;
+                }
+                Liveness::Dead => {
+                    out.skipped.push(skip(format!("dead: pid {pid} does not exist")));
+                    continue;
+                }
+                Liveness::Unreadable(e) => {
+                    out.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
+                    out.unreadable += 1;
+                    continue;
+                }
+            }
+            match crate::decide::policy::decide(&ContainerInput::from_runtime(&c), config) {
+                Ok(decision) => out.running.push(Running { c, root: root.path.clone(), task, decision }),
+                Err(e) => out.skipped.push(skip(e.to_string())),
+            }
+        }
+    }
+    out
+}
+
+impl RebuildReport {
+    /// The text form of a self.
+    pub fn render(&self) -> String {
+        let present = self.roots.iter().filter(|r| r.present).count();
+        let groups: BTreeSet<&str> = self.members.iter().map(|m| m.group.as_str()).collect();
+        let mut s = format!(
+            "rebuild: scanned {} runtime roots ({present} present); recorded {} containers in {} groups; {} skipped; {} groups with more than one cookie\n",
+            self.roots.len(),
+            self.members.len(),
+            groups.len(),
+            self.skipped.len(),
+            self.conflicts.len()
+        );
+        for r in &self.roots {
+            let what = if r.present { format!("{} containers", r.containers) } else { "absent".into() };
+            s.push_str(&format!("  {} root {}: {what}\n", r.kind.name(), r.path.display()));
+        }
+        if !self.members.is_empty() {
+            s.push_str(&format!("{:<40} {:<20} {:>8} COOKIE\n", "GROUP", "CONTAINER", "PID"));
+            for m in &self.members {
+                let id: String = m.id.chars().take(20).collect();
+                s.push_str(&format!("{:<40} {:<20} {:>8} {}\n", m.group, id, m.pid, m.cookie));
+            }
+        }
+        for k in &self.skipped {
+            s.push_str(&format!("skipped {} ({}): {}\n", k.id, k.root.display(), k.reason));
+        }
+        for c in &self.conflicts {
+            let who: Vec<String> = c.members.iter().map(|(id, ck)| format!("{id}={ck}")).collect();
+            s.push_str(&format!(
+                "WARNING: group {} has {} cookies among live members ({}); the next ensure converges it\n",
+                c.group,
+                c.cookies.len(),
+                who.join(", ")
+            ));
+        }
+        s
+    }
+}
+
+/// Scans `roots` and records every running container as a member of its group. See the module
+/// documentation. `Err` only for the cache, `/proc` failures on the cache's own members, or a
+/// kernel without core scheduling.
+pub fn rebuild<K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    proc: &ProcFs,
+    roots: &[RuntimeRoot],
+    config: &Config,
+    fill: Fill,
+) -> Result<RebuildReport, EngineError> {
+    let found = scan(roots, proc, config);
+    let mut report = RebuildReport {
+        roots: found.roots,
+        members: Vec::new(),
+        skipped: found.skipped,
+        conflicts: Vec::new(),
+        unreadable: found.unreadable,
+    };
+    let mut candidates = Vec::new();
+    for Running { c, root, task, decision } in found.running {
+        let id = c.id.clone();
+        let pid = task.pid;
+        let skip = |reason: String| Skipped { id: id.clone(), root: root.clone(), reason };
+        if fill == Fill::Missing && store.member(&c.id)?.is_some() {
+            continue;
+        }
+        if matches!(decision.action, Action::Skip | Action::Forget) {
+            report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
+            continue;
+        }
+        let cookie = match kernel.get(pid) {
+            Ok(c) => c,
+            Err(KernelError::NoSuchProcess(_)) => {
+                report.skipped.push(skip(format!("dead: pid {pid} exited")));
+                continue;
+            }
+            Err(e) if e.is_unsupported() => {
+                return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
+            }
+            Err(e) => {
+                report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
+                report.unreadable += 1;
+                continue;
+            }
+        };
+        // Skip and Forget went above: without a group, the decision is a clear.
+        let Some(group) = decision.group().map(str::to_string) else {
+            let reason = if cookie == 0 {
+                format!("{} (cookie 0, as it should be)", decision.reason)
+            } else {
+                format!(
+                    "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
+                    decision.reason,
+                    CookieHex(cookie)
+                )
+            };
+            // A cached row would put it in a group it must not be in.
+            if store.member(&c.id)?.is_some() {
+                store.remove_member(&c.id)?;
+            }
+            report.skipped.push(skip(reason));
+            continue;
+        };
+        if cookie == 0 {
+            // Nothing to share from, and its group is only a guess: a container that the NRI
+            // plugin did not adjust (started while it was away, or the plugin's own) carries
+            // none of its pod's annotations in the runtime's state. A cached row stays as it
+            // is: the next ensure of its group repairs a member that lost its cookie.
+            report.skipped.push(skip(format!(
+                "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
+                     runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
+                group
+            )));
+            continue;
+        }
+        candidates.push(Candidate { c, root: root.clone(), decision, group, task, cookie });
+    }
+
+    // Oldest first, so that the cache's join order (which decides whose cookie wins when a group
+    // has two) follows the containers' age. Filling in what a cache lacks, a container older
+    // than every live member its group has there goes before them all (youngest of those first,
+    // each below the one before).
+    candidates.sort_by_key(|k| (k.task.start_time, k.task.pid));
+    let mut oldest_cached: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut first = Vec::new();
+    let mut last = Vec::new();
+    for k in candidates {
+        let oldest_live = match oldest_cached.get(&k.group) {
+            Some(v) => *v,
+            None => {
+                let v = oldest_live_start(store, kernel, proc, &k.group)?;
+                oldest_cached.insert(k.group.clone(), v);
+                v
+            }
+        };
+        match oldest_live {
+            Some(t) if fill == Fill::Missing && k.task.start_time < t => first.push(k),
+            _ => last.push(k),
+        }
+    }
+    let mut groups = BTreeSet::new();
+    let placed = first.iter().rev().map(|k| (k, true)).chain(last.iter().map(|k| (k, false)));
+    let mut recorded = Vec::new();
+    for (k, oldest) in placed {
+        let group = k.group.clone();
+        let previous = store.member(&k.c.id)?;
+        let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
+        let m = Member {
+            cookie: k.cookie,
+            labels: k.decision.labels(cgroup),
+            ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
+        };
+        if oldest {
+            store.insert_oldest(&m)?;
+        } else {
+            store.upsert_member(&m)?;
+        }
+        if let Some(old) = previous.filter(|p| p.group != group) {
+            store.drop_group_if_empty(&old.group)?;
+        }
+        log::info!(
+            "rebuild: container {} (pid {}) recorded in group {group} with cookie {}",
+            k.c.id,
+            k.task.pid,
+            CookieHex(k.cookie)
+        );
+        recorded.push(Rebuilt {
+            id: k.c.id.clone(),
+            group: group.clone(),
+            pid: k.task.pid,
+            cookie: CookieHex(k.cookie).to_string(),
+            root: k.root.clone(),
+        });
+        groups.insert(group);
+    }
+    // Reported oldest first, however they were placed.
+    recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
+    report.members = recorded;
+
+    // Groups whose live members (found now or cached before) disagree.
+    for group in groups {
+        let mut members = Vec::new();
+        for m in store.members(&group)? {
+            match membership::state(proc, kernel, &m) {
+                State::Alive(cookie) => members.push((m.container_id, cookie)),
+                State::Gone(_) | State::CookieUnreadable(_) => {}
+                State::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
+            }
+        }
+        let cookies: BTreeSet<Cookie> = members.iter().map(|(_, c)| *c).filter(|c| *c != 0).collect();
+        if cookies.len() > 1 {
+            report.conflicts.push(Conflict {
+                group,
+                cookies: cookies.iter().map(|c| CookieHex(*c).to_string()).collect(),
+                members: members.into_iter().map(|(id, c)| (id, CookieHex(c).to_string())).collect(),
+            });
+        }
+    }
+    Ok(report)
+}
+
+/// The start time of the oldest member of `group` in the cache whose init is alive (its cookie
+/// readable or not).
+fn oldest_live_start<K: CoreSched>(
+    store: &Store,
+    kernel: &K,
+    proc: &ProcFs,
+    group: &str,
+) -> Result<Option<u64>, EngineError> {
+    let members = store.members(group)?;
+    let mut oldest: Option<u64> = None;
+    for seen in membership::live_members(proc, kernel, &members) {
+        let m = match seen {
+            Seen::Live(l) => l.member,
+            Seen::CookieUnreadable(m, _) => m,
+            Seen::Gone(..) => continue,
+            Seen::Unreadable(m, source) => return Err(EngineError::Proc { pid: m.pid, source }),
+        };
+        oldest = Some(oldest.map_or(m.start_time, |t| t.min(m.start_time)));
+    }
+    Ok(oldest)
+}
+
+#[cfg(test)]
+#[path = "rebuild_tests.rs"]
+mod tests;

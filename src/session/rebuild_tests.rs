@@ -1,0 +1,250 @@
+//! Rebuild over fixture-shaped runtime state directories, a fake `/proc` and the fake kernel.
+
+use serde_json::json;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::*;
+use crate::config::Config;
+use crate::host::runtimes::RuntimeRoot;
+use crate::store::Member;
+use crate::test_world::World;
+
+fn fixture(path: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+/// Annotations of the fixture container with `changes` applied (`None` removes a key).
+fn annotations(changes: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
+    let mut ann: BTreeMap<String, String> =
+        serde_json::from_value(fixture("states/crun-config.json")["annotations"].clone()).unwrap();
+    for (k, v) in changes {
+        match v {
+            Some(v) => ann.insert(k.to_string(), v.to_string()),
+            None => ann.remove(*k),
+        };
+    }
+    ann
+}
+
+impl World {
+    /// `<root>/<id>/state.json` shaped like the runc fixture.
+    fn runc(&self, root: &str, id: &str, pid: i64, start: u64, ann: &BTreeMap<String, String>, bundle: &str) {
+        let mut st = fixture("runtime-state/runc-state.json");
+        st["id"] = json!(id);
+        st["init_process_pid"] = json!(pid);
+        st["init_process_start"] = json!(start);
+        let mut labels: Vec<String> = ann.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        labels.push(format!("bundle={}", self.path(bundle).display()));
+        st["config"]["labels"] = json!(labels);
+        let d = self.path(root).join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("state.json"), serde_json::to_vec(&st).unwrap()).unwrap();
+    }
+
+    /// `<root>/<id>/status` + `config.json` shaped like the crun fixtures.
+    fn crun(&self, root: &str, id: &str, pid: i64, start: u64, ann: &BTreeMap<String, String>) {
+        let mut st = fixture("runtime-state/crun-status.json");
+        st["pid"] = json!(pid);
+        st["process-start-time"] = json!(start);
+        st["bundle"] = json!(self.path("no-such-bundle"));
+        let mut cfg = fixture("states/crun-config.json");
+        cfg["annotations"] = json!(ann);
+        let d = self.path(root).join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("status"), serde_json::to_vec_pretty(&st).unwrap()).unwrap();
+        std::fs::write(d.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    }
+
+    fn rebuild(&self, roots: &[RuntimeRoot]) -> RebuildReport {
+        self.store
+            .transaction(|tx| rebuild(tx, &self.kernel, &self.proc, roots, &Config::default(), Fill::All))
+            .unwrap()
+    }
+}
+
+fn skipped<'a>(r: &'a RebuildReport, id: &str) -> &'a str {
+    &r.skipped.iter().find(|s| s.id == id).unwrap_or_else(|| panic!("{id} not skipped: {r:#?}")).reason
+}
+
+#[test]
+fn running_containers_are_recorded_with_their_cookies_and_groups() {
+    let w = World::new();
+    let web = annotations(&[]);
+    // Two runc containers of default/web sharing a cookie, one crun one holding another cookie.
+    w.fp.spawn(200, 2000, 1, "/kubepods/burstable/pod1/r2").unwrap();
+    w.fp.spawn(100, 1000, 0, "/kubepods/burstable/pod1/r1").unwrap();
+    w.fp.spawn(600, 3000, 0, "/kubepods/burstable/pod1/c1").unwrap();
+    w.kernel.force(100, 0x5eed_0000_0040);
+    w.kernel.force(200, 0x5eed_0000_0040);
+    w.kernel.force(600, 0x5eed_0000_0080);
+    w.runc("runc", "r2", 200, 2000, &web, "b");
+    w.runc("runc", "r1", 100, 1000, &web, "b");
+    w.crun("crun", "c1", 600, 3000, &web);
+    // Skipped: dead, SYSTEM, policy none at cookie 0.
+    w.runc("runc", "rdead", 300, 1000, &web, "b");
+    w.fp.spawn(400, 4000, 0, "/x").unwrap();
+    w.runc("runc", "rsys", 400, 4000, &annotations(&[("koordinator.sh/qosClass", Some("SYSTEM"))]), "b");
+    w.fp.spawn(500, 5000, 0, "/y").unwrap();
+    w.crun("crun", "cnone", 500, 5000, &annotations(&[("oci-coresched-hook/policy", Some("none"))]));
+
+    let before = w.kernel.calls().len();
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
+    let calls = w.kernel.calls();
+    assert!(calls[before..].iter().all(|c| c.starts_with("get ")), "rebuild only reads: {:?}", &calls[before..]);
+
+    let ids: Vec<&str> = r.members.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["r1", "r2", "c1"], "oldest first");
+    assert!(r.members.iter().all(|m| m.group == "default/web"));
+    assert_eq!(r.members[0].cookie, "0x5eed00000040");
+    assert!(skipped(&r, "rdead").contains("dead"));
+    assert!(skipped(&r, "rsys").contains("SYSTEM"));
+    assert!(skipped(&r, "cnone").contains("cookie 0"));
+    assert_eq!(r.conflicts.len(), 1);
+    assert_eq!(r.conflicts[0].group, "default/web");
+    assert_eq!(r.conflicts[0].cookies, ["0x5eed00000040", "0x5eed00000080"]);
+
+    let cached = w.store.members("default/web").unwrap();
+    let cached_ids: Vec<&str> = cached.iter().map(|m| m.container_id.as_str()).collect();
+    assert_eq!(cached_ids, ["r1", "r2", "c1"]);
+    assert_eq!(cached[1].pid, 200);
+    assert_eq!(cached[1].start_time, 2000);
+    assert_eq!(cached[1].cookie, 0x5eed_0000_0040);
+    assert_eq!(cached[1].labels.cgroup.as_deref(), Some("/kubepods/burstable/pod1/r2"));
+    assert_eq!(cached[1].labels.namespace.as_deref(), Some("default"));
+    assert_eq!(cached[1].labels.pod_name.as_deref(), Some("web-0"));
+    assert_eq!(cached[1].labels.container_name.as_deref(), Some("web"));
+    assert!(w.store.member("cnone").unwrap().is_none());
+
+    let text = r.render();
+    assert!(text.contains("recorded 3 containers in 1 groups"), "{text}");
+    assert!(text.contains("WARNING: group default/web has 2 cookies"), "{text}");
+
+    // Running it again changes nothing (same rows, same join order).
+    let again = w.rebuild(&[RuntimeRoot::runc(w.path("runc")), RuntimeRoot::crun(w.path("crun"))]);
+    assert_eq!(again.members.len(), 3);
+    let seqs: Vec<i64> = w.store.members("default/web").unwrap().iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, cached.iter().map(|m| m.seq).collect::<Vec<_>>());
+}
+
+#[test]
+fn unreadable_reused_duplicate_and_missing_are_reported() {
+    let w = World::new();
+    let web = annotations(&[]);
+    std::fs::create_dir_all(w.path("runc/garbage")).unwrap();
+    std::fs::write(w.path("runc/garbage/state.json"), "not json").unwrap();
+    std::fs::create_dir_all(w.path("runc/empty")).unwrap();
+    std::fs::write(w.path("runc/stray-file"), "").unwrap();
+    w.fp.spawn(100, 1111, 0, "/a").unwrap();
+    w.runc("runc", "reused", 100, 1000, &web, "b");
+    w.fp.spawn(200, 2000, 0, "/b").unwrap();
+    w.kernel.force(200, 0x5eed_0000_0050);
+    w.runc("runc", "twice", 200, 2000, &web, "b");
+    w.runc("runc2", "twice", 200, 2000, &web, "b");
+    let r = w.rebuild(&[
+        RuntimeRoot::runc(w.path("runc")),
+        RuntimeRoot::runc(w.path("runc2")),
+        RuntimeRoot::crun(w.path("absent")),
+    ]);
+    assert!(skipped(&r, "garbage").contains("not valid JSON"));
+    assert!(skipped(&r, "empty").starts_with("unreadable"));
+    assert!(skipped(&r, "reused").contains("another process"));
+    assert!(skipped(&r, "twice").contains("already found"));
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(r.roots[0].containers, 4, "directories only");
+    assert!(!r.roots[2].present);
+    assert!(r.render().contains("crun root"));
+    assert!(r.conflicts.is_empty());
+}
+
+#[test]
+fn annotations_and_cgroup_parent_come_from_the_bundle_when_the_labels_lack_them() {
+    let w = World::new();
+    // The state's labels carry no group; the bundle's config does (and makes it BestEffort).
+    let mut cfg = fixture("states/crun-config.json");
+    cfg["annotations"] = json!({"oci-coresched-hook/group": "batch", "io.kubernetes.pod.namespace": "tenant-a"});
+    cfg["linux"]["cgroupsPath"] = json!("/kubepods/besteffort/pod9/x");
+    std::fs::create_dir_all(w.path("bundle")).unwrap();
+    std::fs::write(w.path("bundle/config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    w.fp.spawn(100, 1000, 0, "/a").unwrap();
+    w.kernel.force(100, 0x77);
+    w.runc("runc", "x1", 100, 1000, &BTreeMap::new(), "bundle");
+    let cfg = Config::parse("[qos.BE]\ncore_expeller = true\n", Path::new("t.toml")).unwrap();
+    let r = w
+        .store
+        .transaction(|tx| rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &cfg, Fill::All))
+        .unwrap();
+    assert_eq!(r.members.len(), 1, "{r:#?}");
+    assert_eq!(r.members[0].group, "tenant-a/batch-expeller");
+    assert_eq!(r.members[0].cookie, "0x77");
+}
+
+#[test]
+fn default_roots_are_the_documented_ones() {
+    let roots = RuntimeRoot::defaults();
+    assert_eq!(roots[0], RuntimeRoot::runc("/run/runc"));
+    assert!(roots.contains(&RuntimeRoot::runc("/run/containerd/runc/k8s.io")));
+    assert!(roots.contains(&RuntimeRoot::runc("/run/containerd/runc/default")));
+    assert_eq!(roots.last(), Some(&RuntimeRoot::crun("/run/crun")));
+}
+
+#[test]
+fn a_container_without_a_cookie_is_reported_not_recorded_in_a_guessed_group() {
+    // On containerd's NRI route a container the plugin did not adjust carries no pod annotations
+    // in its state: its group here would be the pod's default whatever the pod says.
+    let w = World::new();
+    let web = annotations(&[]);
+    w.fp.spawn(100, 1000, 0, "/kubepods/burstable/pod1/r1").unwrap();
+    w.fp.spawn(200, 2000, 0, "/kubepods/burstable/pod1/r2").unwrap();
+    w.kernel.force(100, 0x5eed_0000_0040);
+    w.runc("runc", "r1", 100, 1000, &web, "b");
+    w.runc("runc", "r2", 200, 2000, &web, "b");
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    assert_eq!(r.members.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["r1"]);
+    let why = skipped(&r, "r2");
+    assert!(why.contains("holds no cookie: not recorded") && why.contains("default/web"), "{why}");
+    assert!(w.store.member("r2").unwrap().is_none());
+    assert!(r.render().contains("recorded 1 containers in 1 groups"), "{}", r.render());
+}
+
+/// Filling in what a cache lacks: rows it has stay as they are (even where the runtimes' state
+/// would decide another group), and a container older than every live member of its group goes
+/// before them.
+#[test]
+fn fill_missing_keeps_every_row_and_puts_older_containers_first() {
+    let w = World::new();
+    let web = annotations(&[]);
+    w.fp.spawn(100, 1000, 0, "/kubepods/burstable/pod1/r1").unwrap();
+    w.fp.spawn(150, 1500, 0, "/kubepods/burstable/pod1/r0").unwrap();
+    w.fp.spawn(300, 3000, 0, "/kubepods/burstable/pod1/n1").unwrap();
+    w.kernel.force(100, 0x01d);
+    w.kernel.force(150, 0x01d);
+    w.kernel.force(300, 0x2e4);
+    w.runc("runc", "r1", 100, 1000, &web, "b");
+    w.runc("runc", "r0", 150, 1500, &web, "b");
+    w.runc("runc", "n1", 300, 3000, &web, "b");
+    // n1 is cached, in a group the runtimes' state would not give it.
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: 0x2e4, ..Member::new("n1", "default/web", 300, 3000) }))
+        .unwrap();
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: 0x2e4, ..Member::new("x", "elsewhere", 300, 3000) }))
+        .unwrap();
+
+    let r = w
+        .store
+        .transaction(|tx| {
+            rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), Fill::Missing)
+        })
+        .unwrap();
+    let ids: Vec<&str> = r.members.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["r1", "r0"], "only the missing ones, oldest first");
+    let cached: Vec<String> = w.store.members("default/web").unwrap().into_iter().map(|m| m.container_id).collect();
+    assert_eq!(cached, ["r1", "r0", "n1"], "the older containers go first");
+    assert_eq!(w.store.member("x").unwrap().unwrap().group, "elsewhere", "a row it has is left alone");
+    assert_eq!(r.conflicts.len(), 1, "{r:#?}");
+}
