@@ -28,37 +28,48 @@ impl Store {
         })
     }
 
-    /// The member columns, `m` the members table joined with the `cpu.idle` cgroup recorded for
-    /// the same identity (a row an older build replaced keeps no stale one).
-    const MEMBER_COLS: &'static str = "m.container_id, m.group_key, m.pid, m.start_time, m.cookie, m.cgroup, m.namespace, m.seq, \
-         m.created_at, m.updated_at, m.pod_name, m.pod_uid, m.container_name, i.cgroup";
-    const MEMBER_FROM: &'static str = "members m LEFT JOIN member_idle i \
-         ON i.container_id = m.container_id AND i.pid = m.pid AND i.start_time = m.start_time";
-
     /// Members of `group`, oldest first.
     pub fn members(&self, group: &str) -> Result<Vec<Member>, StoreError> {
-        let sql =
-            format!("SELECT {} FROM {} WHERE m.group_key = ?1 ORDER BY m.seq", Self::MEMBER_COLS, Self::MEMBER_FROM);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut st = self.conn.prepare_cached(MEMBERS_OF).map_err(|e| self.err(e))?;
         let rows = st.query_map([group], Self::row_to_member).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
     /// Every member, by group then age.
     pub fn all_members(&self) -> Result<Vec<Member>, StoreError> {
-        let sql = format!("SELECT {} FROM {} ORDER BY m.group_key, m.seq", Self::MEMBER_COLS, Self::MEMBER_FROM);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut st = self.conn.prepare_cached(ALL_MEMBERS).map_err(|e| self.err(e))?;
         let rows = st.query_map([], Self::row_to_member).map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
     /// The cached row of a container.
     pub fn member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
-        let sql = format!("SELECT {} FROM {} WHERE m.container_id = ?1", Self::MEMBER_COLS, Self::MEMBER_FROM);
-        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut st = self.conn.prepare_cached(MEMBER).map_err(|e| self.err(e))?;
         st.query_row([container_id], Self::row_to_member).optional().map_err(|e| self.err(e))
     }
 }
+
+/// A read of member rows: the member columns, `m` the members table joined with the `cpu.idle`
+/// cgroup recorded for the same identity (a row an older build replaced keeps no stale one), then
+/// `$tail`.
+macro_rules! select_members {
+    ($tail:literal) => {
+        concat!(
+            "SELECT m.container_id, m.group_key, m.pid, m.start_time, m.cookie, m.cgroup, m.namespace, m.seq, \
+             m.created_at, m.updated_at, m.pod_name, m.pod_uid, m.container_name, i.cgroup \
+             FROM members m LEFT JOIN member_idle i \
+             ON i.container_id = m.container_id AND i.pid = m.pid AND i.start_time = m.start_time ",
+            $tail
+        )
+    };
+}
+
+/// The members of group `?1`, oldest first.
+pub(super) const MEMBERS_OF: &str = select_members!("WHERE m.group_key = ?1 ORDER BY m.seq");
+/// Every member, by group then age.
+const ALL_MEMBERS: &str = select_members!("ORDER BY m.group_key, m.seq");
+/// The row of container `?1`.
+pub(super) const MEMBER: &str = select_members!("WHERE m.container_id = ?1");
 
 impl Txn<'_> {
     /// Inserts or updates a member (creating its group row); a new member gets the next `seq`.

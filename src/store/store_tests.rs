@@ -190,6 +190,27 @@ fn upsert_and_members_in_join_order() {
 }
 
 #[test]
+fn a_member_read_is_prepared_once_whatever_it_is_bound_to() {
+    // rusqlite clears the bindings of a cached statement when it takes it back; a statement whose
+    // plan depends on a bound value is then prepared again at its next use.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    s.transaction(|tx| {
+        tx.upsert_member(&member("a1", "web", 101, 11))?;
+        tx.upsert_member(&member("b1", "db", 201, 21))
+    })
+    .unwrap();
+    for (id, group) in [("a1", "web"), ("b1", "db"), ("a1", "web"), ("zz", "none")] {
+        s.member(id).unwrap();
+        s.members(group).unwrap();
+    }
+    for sql in [members::MEMBER, members::MEMBERS_OF] {
+        let st = s.conn.prepare_cached(sql).unwrap();
+        assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0, "{sql}");
+    }
+}
+
+#[test]
 fn full_range_values_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
