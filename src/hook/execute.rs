@@ -16,7 +16,7 @@ use crate::host::kernel::CoreSched;
 use crate::host::procfs::TaskId;
 use crate::host::state_dir::StateDir;
 use crate::host::system::System;
-use crate::session::{Create, Refill, Session};
+use crate::session::{Refill, Session};
 use crate::store::Txn;
 use crate::values::{Cookie, Pid};
 
@@ -49,7 +49,7 @@ pub(super) fn execute<K: CoreSched>(
             Err(error) => {
                 // Counted like a failure after the cookie (the run needed no cache until now).
                 let refill = Refill::of(sys, config);
-                match Session::open(dir.path(), config.lock_timeout(), Create, &refill) {
+                match Session::create_in(dir, config.lock_timeout(), &refill) {
                     Ok(session) => session.count_failure(None, error.reason()),
                     Err(e) => log::debug!("failed to count the failure: {}", crate::error::Chain(&e)),
                 }
@@ -91,10 +91,11 @@ pub(super) fn execute<K: CoreSched>(
     }
 }
 
-/// Opens the cache session ([`Session`]: the lock, the file or a stand-in, refilled when it may
-/// lack running containers) and runs `f` in one transaction ([`Session::write`]: a file that
-/// shows damage is moved aside and `f` runs once more on a fresh one). The session comes back
-/// with `f`'s value, still holding the lock; a failure is counted (best effort).
+/// Opens the cache session in the state dir the plan checked ([`Session::create_in`]: the lock,
+/// the file or a stand-in, refilled when it may lack running containers) and runs `f` in one
+/// transaction ([`Session::write`]: a file that shows damage is moved aside and `f` runs once more
+/// on a fresh one). The session comes back with `f`'s value, still holding the lock; a failure is
+/// counted (best effort).
 fn in_session<K: CoreSched, T>(
     dir: &StateDir,
     config: &Config,
@@ -103,7 +104,7 @@ fn in_session<K: CoreSched, T>(
     f: impl Fn(&Txn<'_>) -> Result<T, HookError>,
 ) -> Result<(Session, T), HookError> {
     let refill = Refill::of(sys, config);
-    let mut session = Session::open(dir.path(), config.lock_timeout(), Create, &refill)?;
+    let mut session = Session::create_in(dir.clone(), config.lock_timeout(), &refill)?;
     match session.write(&refill, crate::cookies::stopped::HOOK_BACKLOG, f) {
         Ok(v) => Ok((session, v)),
         Err(e) => {

@@ -161,6 +161,17 @@ impl Session {
         A::open(state_dir, timeout, refill)
     }
 
+    /// [`Session::open`] with [`Create`] in a state dir its caller has just checked
+    /// ([`StateDir::open`], which also creates it): the hook's plan does, before the lock, and the
+    /// session does not check it again.
+    pub fn create_in<K: CoreSched>(
+        dir: StateDir,
+        timeout: Duration,
+        refill: &Refill<'_, K>,
+    ) -> Result<Session, SessionError> {
+        Self::open_in(dir, timeout, refill)
+    }
+
     fn open_in<K: CoreSched>(dir: StateDir, timeout: Duration, refill: &Refill<'_, K>) -> Result<Self, SessionError> {
         let lock = dir.lock(timeout)?;
         crate::fault::point("after_lock");
