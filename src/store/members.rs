@@ -159,9 +159,13 @@ impl Txn<'_> {
     }
 
     /// Removes a container; drops its group when that leaves it empty. Returns the removed row.
+    /// Its `cpu.idle` cgroup goes with it when it had one; a record of another init of the same
+    /// container id, which never joined the row, is left to `gc` ([`Txn::drop_stale_idle`]), so
+    /// that removing a member without one (nearly all) costs no statement more.
     pub fn remove_member(&self, container_id: &str) -> Result<Option<Member>, StoreError> {
         let Some(m) = self.member(container_id)? else { return Ok(None) };
-        for sql in ["DELETE FROM members WHERE container_id = ?1", "DELETE FROM member_idle WHERE container_id = ?1"] {
+        let idle = m.labels.idle_cgroup.is_some().then_some("DELETE FROM member_idle WHERE container_id = ?1");
+        for sql in std::iter::once("DELETE FROM members WHERE container_id = ?1").chain(idle) {
             self.conn.prepare_cached(sql).and_then(|mut s| s.execute([container_id])).map_err(|e| self.err(e))?;
         }
         self.drop_group_if_empty(&m.group)?;

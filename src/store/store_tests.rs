@@ -278,6 +278,39 @@ fn reupsert_keeps_seq_but_a_new_group_or_process_is_a_new_join() {
 }
 
 #[test]
+fn remove_member_takes_its_idle_cgroup_and_gc_a_stale_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&db_in(&dir)).unwrap();
+    let idle_rows =
+        |s: &Store| -> i64 { s.conn.query_row("SELECT count(*) FROM member_idle", [], |r| r.get(0)).unwrap() };
+    let with_idle = |id: &str, pid: Pid| {
+        let mut m = member(id, "be", pid, 11);
+        m.labels.idle_cgroup = Some(format!("/kubepods/besteffort/{id}.scope"));
+        m
+    };
+    s.transaction(|tx| {
+        tx.upsert_member(&with_idle("i1", 101))?;
+        tx.upsert_member(&with_idle("i2", 102))?;
+        tx.upsert_member(&member("n1", "be", 103, 11))
+    })
+    .unwrap();
+    assert_eq!(idle_rows(&s), 2);
+    s.transaction(|tx| tx.remove_member("i1")).unwrap().unwrap();
+    assert_eq!(idle_rows(&s), 1);
+    s.transaction(|tx| tx.remove_member("n1")).unwrap().unwrap();
+    assert_eq!(idle_rows(&s), 1);
+
+    // An older build replaced i2's row with another init's, without knowing of member_idle: the
+    // record no longer joins the row, stays when the row goes, and gc drops it.
+    s.conn.execute("UPDATE members SET pid = 202 WHERE container_id = 'i2'", []).unwrap();
+    assert_eq!(s.member("i2").unwrap().unwrap().labels.idle_cgroup, None);
+    s.transaction(|tx| tx.remove_member("i2")).unwrap().unwrap();
+    assert_eq!(idle_rows(&s), 1);
+    assert_eq!(s.transaction(|tx| tx.drop_stale_idle()).unwrap(), 1);
+    assert_eq!(idle_rows(&s), 0);
+}
+
+#[test]
 fn remove_member_drops_only_an_empty_group() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&db_in(&dir)).unwrap();
