@@ -4,6 +4,8 @@
 //! clap's command tree. Not shipped: BENCHMARKS.md ("One binary or two") says what the A/B found.
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: the process's main thread, first thing: no other thread exists yet.
+    unsafe { oci_coresched_hook::store::skip_memory_statistics() };
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match oci_coresched_hook::cli::args::Cli::parse_hook_fast(&args) {
         Some(cli) => oci_coresched_hook::cli::run_hook_only(cli).into(),

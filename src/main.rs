@@ -3,5 +3,7 @@
 //! open), 1 failed, 2 usage or unreadable input.
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: the process's main thread, first thing: no other thread exists yet.
+    unsafe { oci_coresched_hook::store::skip_memory_statistics() };
     oci_coresched_hook::cli::main().into()
 }
