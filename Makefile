@@ -87,10 +87,11 @@ bench-footprint:
 bench-split:
 	scripts/bench-split.sh
 
-# The hook's rows against an earlier commit, alternating rounds (scripts/bench-ab.sh; BASE=<commit>,
+# The hook's rows against earlier commits, alternating rounds (scripts/bench-ab.sh; BASE=<commit>, or
+# several: BASE="0.1.0=<commit> <commit>";
 # its build kept under target/bench-ab/<commit>).
 bench-ab:
-	BASE=$(BASE) scripts/bench-ab.sh
+	BASE="$(BASE)" scripts/bench-ab.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the
