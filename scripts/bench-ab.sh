@@ -5,8 +5,8 @@
 # benches/process.rs (the share, create, lifecycle and floor scenarios) in alternating rounds: each
 # base in the order given, then this tree, once per round. Each base is built from a git worktree
 # under target/bench-ab/<commit>, kept and reused (keyed by the commit). Prints each round's rows
-# prefixed by its side and round, then one markdown table of the medians, a column per side and
-# round (target/bench-ab/tables/summary.md).
+# prefixed by its side and round, then one markdown table of the medians and their ratios to the
+# interleaved /bin/true, a column per side and round (target/bench-ab/tables/summary.md).
 #
 #   BASE (one or more commits, required), OCH_BENCH_RUNS (timed runs per scenario, default 200),
 #   OCH_AB_ROUNDS (default 2), OCH_BENCH_ONLY (default share,create,lifecycle,floor)
@@ -89,8 +89,9 @@ for i, label in enumerate(labels):
                 continue
             if cells[0] not in rows:
                 rows.append(cells[0])
-            medians[(cells[0], i, r)] = cells[1]
-print("| scenario (median ms) | " + " | ".join(f"{l}, round {r}" for l in labels for r in range(1, rounds + 1)) + " |")
+            ratio = cells[4] if len(cells) > 4 else ""
+            medians[(cells[0], i, r)] = f"{cells[1]} ({ratio})" if ratio else cells[1]
+print("| scenario: median ms (ratio to the interleaved /bin/true) | " + " | ".join(f"{l}, round {r}" for l in labels for r in range(1, rounds + 1)) + " |")
 print("|---|" + "---:|" * (len(labels) * rounds))
 for row in rows:
     cells = [medians.get((row, i, r), "") for i in range(len(labels)) for r in range(1, rounds + 1)]
