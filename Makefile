@@ -1,5 +1,5 @@
 # Entry points. `make test` is the README's test command and what CI runs.
-.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint bench-split bench-ab
+.PHONY: build test test-host vm-tier field-tier field-fixtures demo bench bench-breakdown bench-vm bench-exec bench-follow bench-isolation bench-footprint bench-split bench-ab bench-instructions
 
 build:
 	cargo build --release --locked
@@ -92,6 +92,12 @@ bench-split:
 # its build kept under target/bench-ab/<commit>).
 bench-ab:
 	BASE="$(BASE)" scripts/bench-ab.sh
+
+# The hook's stages in instructions and syscalls (valgrind's callgrind, strace), which the machine's
+# load does not move: one run of each stage, this tree and optionally BASE's commits
+# (scripts/bench-instructions.sh).
+bench-instructions:
+	BASE="$(BASE)" scripts/bench-instructions.sh
 
 # Fuzzing (cargo-fuzz, fuzz/): state JSON, annotations + config -> decision, config file. `make fuzz`
 # runs each target for FUZZ_SECONDS (default 600) from the committed seeds; `make fuzz-short` is the
