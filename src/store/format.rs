@@ -199,12 +199,19 @@ pub(super) fn judge(conn: &Connection) -> rusqlite::Result<Verdict> {
 /// query on the common path, of the whole table (a few rows): for `WHERE key IN (...)`, SQLite
 /// builds the list as a temporary index, which cost 32,000 instructions more per open.
 fn meta(conn: &Connection) -> rusqlite::Result<(Option<i64>, bool)> {
+    // Only the two rows this build knows are read as integers: a newer revision of the format may
+    // add rows of any type, and its file is still one this build uses.
     let rows = conn.prepare("SELECT key, value FROM meta").and_then(|mut st| {
-        st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()
+        st.query_map([], |r| {
+            let key: String = r.get(0)?;
+            let value = if key == "revision" || key == "refill" { Some(r.get::<_, i64>(1)?) } else { None };
+            Ok((key, value))
+        })?
+        .collect::<Result<Vec<_>, _>>()
     });
     match rows {
         Ok(rows) => {
-            let get = |k: &str| rows.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
+            let get = |k: &str| rows.iter().find(|(key, _)| key == k).and_then(|(_, v)| *v);
             Ok((get("revision"), get("refill").is_some_and(|v| v != 0)))
         }
         Err(e) => {
