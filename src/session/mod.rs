@@ -161,9 +161,10 @@ impl Session {
         A::open(state_dir, timeout, refill)
     }
 
-    /// [`Session::open`] with [`Create`] in a state dir its caller has just checked
-    /// ([`StateDir::open`], which also creates it): the hook's plan does, before the lock, and the
-    /// session does not check it again.
+    /// [`Session::open`] with [`Create`] in a state dir its caller has just checked: the hook's plan
+    /// does, before the lock ([`StateDir::open`], which also creates it; a repeat of a `sched_idle`
+    /// container takes the dir as it exists), and the session does not check it again. A dir that
+    /// vanished since fails at its lock.
     pub fn create_in<K: CoreSched>(
         dir: StateDir,
         timeout: Duration,
