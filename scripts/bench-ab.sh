@@ -14,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [[ -n ${BASE:-} ]] || { echo "bench-ab: set BASE to the commit(s) to compare with" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "bench-ab: python3 is missing (apt-get install python3)" >&2; exit 1; }
+read -ra specs <<<"$BASE"
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs"
 args=(--locked --features fake-kernel --target "$triple")
@@ -35,7 +37,7 @@ build() {
 }
 
 labels=() bins=() names=()
-for spec in $BASE; do
+for spec in "${specs[@]}"; do
     label=${spec%%=*} rev=${spec#*=}
     commit=$(git rev-parse --verify "$rev^{commit}") || { echo "bench-ab: no commit $rev" >&2; exit 2; }
     [[ $spec == *=* ]] || label=${commit:0:7}
@@ -43,6 +45,8 @@ for spec in $BASE; do
     labels+=("$label") bins+=("$root/target/bench-ab/$commit/bin/oci-coresched-hook") names+=("${commit:0:12}")
 done
 cargo build --release "${args[@]}" --bin oci-coresched-hook --example floor-empty --example floor-sqlite
+# OCH_AB_ROUNDS=0 only builds (make bench-instructions): the last run's tables stay.
+[[ ${OCH_AB_ROUNDS:-2} != 0 ]] || exit 0
 labels+=("this") bins+=("$root/target/$triple/release/oci-coresched-hook")
 names+=("$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD || echo +changes)")
 
@@ -68,7 +72,7 @@ for ((r = 1; r <= rounds; r++)); do
         echo "== round $r, $side ==" >&2
         OCH_BENCH_HOOK=$run/$i/oci-coresched-hook OCH_BENCH_ONLY=${OCH_BENCH_ONLY:-share,create,lifecycle,floor} \
             cargo bench "${args[@]}" --bench process >"$out/$i-$r.txt"
-        grep -E '^\| (share|create|lifecycle|floor)' "$out/$i-$r.txt" | sed "s/^/$side$r /"
+        grep -E '^\| (share|create|lifecycle|floor)' "$out/$i-$r.txt" | awk -v p="$side, round $r " '{print p $0}'
     done
 done
 

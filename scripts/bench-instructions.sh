@@ -3,7 +3,7 @@
 # (make bench-instructions [BASE="0.1.0=<commit> <commit>"]): each build as scripts/bench-ab.sh
 # builds it (the package's flags, the fake kernel), each stage set up as benches/process.rs sets it
 # up, by hand, then ONE run of the measured stage under `valgrind --tool=callgrind` (instructions)
-# and once under `strace -f -c` (syscalls):
+# and once under `strace -f -c -U calls,name` (syscalls; strace 5.18 or later):
 #   share      a container joining a group of 10 live members (createRuntime)
 #   create     the first member of a new group
 #   lifecycle  createRuntime, poststart and poststop of a container joining a group of 10
@@ -26,7 +26,8 @@ triple=$(rustc -vV | sed -n 's/^host: //p')
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
     cargo build --release --locked --features fake-kernel --target "$triple" --bin oci-coresched-hook
 labels=() bins=()
-for spec in ${BASE:-}; do
+read -ra specs <<<"${BASE:-}"
+for spec in "${specs[@]}"; do
     label=${spec%%=*} commit=$(git rev-parse --verify "${spec#*=}^{commit}")
     [[ $spec == *=* ]] || label=${commit:0:7}
     labels+=("$label") bins+=("$root/target/bench-ab/$commit/bin/oci-coresched-hook")
@@ -60,7 +61,7 @@ scenario() (
         if [[ -n ${3:-} ]]; then
             case $tool in
                 callgrind) wrap=(valgrind --tool=callgrind --callgrind-out-file="$dir/$1.callgrind" --log-file="$dir/$1.valgrind") ;;
-                strace) wrap=(strace -f -c -o "$dir/$1.strace") ;;
+                strace) wrap=(strace -f -c -U calls,name -o "$dir/$1.strace") ;;
             esac
         fi
         printf '%s' "$2" | OCH_FAKE_KERNEL="$work/fake-kernel.json" "${wrap[@]}" "$bin" --config "$work/config.toml" \
@@ -128,7 +129,7 @@ done
         printf '| %s |' "${st#*/}"
         for i in "${!labels[@]}"; do
             ir=$(sed -n 's/^summary: //p' "$out/$i/callgrind/${st%/*}/${st#*/}.callgrind")
-            sc=$(awk '$NF == "total" {print $4}' "$out/$i/strace/${st%/*}/${st#*/}.strace")
+            sc=$(awk '$2 == "total" {print $1}' "$out/$i/strace/${st%/*}/${st#*/}.strace")
             printf ' %s | %s |' "$ir" "$sc"
         done
         echo
