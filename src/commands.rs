@@ -62,15 +62,31 @@ pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow
     Ok(())
 }
 
-/// `audit`: prints the report; the number of violations (the caller's exit status).
-pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<usize> {
+/// What `audit` found: its violations, and whether the cache could be read.
+pub struct Audited {
+    /// Threads off their cookie.
+    pub violations: usize,
+    /// The cache could not be opened (the report says why).
+    pub cache_unusable: bool,
+}
+
+/// `audit`: prints the report. A cache that cannot be opened (the lock held past the timeout, a
+/// state dir or file that is unusable) is said, and the rules that need no cache still run.
+pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<Audited> {
     // Read-only: the cache is read under the lock, no recorded stop is applied.
-    let session = Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config))?;
-    let report =
+    let (session, cache_error) =
+        match Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config)) {
+            Ok(s) => (s, None),
+            Err(e) => (None, Some(crate::error::Chain(&e).to_string())),
+        };
+    let mut report =
         ops::audit::audit(session.as_ref().map(Session::store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)
             .context("failed to audit the node")?;
+    report.cache_error = cache_error;
     print_out(&if as_json { json(&report)? } else { report.render() });
-    Ok(report.violations.len())
+    // An escaped container is a violation even when none of its threads could be read.
+    let violations = report.violations.len().max(report.escaped.len());
+    Ok(Audited { violations, cache_unusable: report.cache_error.is_some() })
 }
 
 /// `list` / `status`.
@@ -110,12 +126,22 @@ pub fn gc(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The cache's and the kernel's families, forced idle included: what `metrics` prints before
+/// The cache's and the kernel's families, forced idle included, and the fail-open ledger's
+/// counts: what `metrics` prints before
 /// the follower's counters, and what the follower's endpoint serves before its own. The groups'
 /// forced idle is brought up to date first unless the caller just did (`idle_updated`: the
 /// follower updates it in its loop before it asks for the page).
 fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Result<String> {
-    let mut session = read_session(sys, config)?;
+    // The lock held past the timeout (what makes hooks fail open) still leaves the kernel's
+    // families and the fail-open counts to show; an unusable state dir is an error.
+    let mut session = match read_session(sys, config) {
+        Ok(s) => s,
+        Err(e) if lock_timed_out(&e) => {
+            log::warn!("{e:#}; the cache's families are left empty");
+            None
+        }
+        Err(e) => return Err(e),
+    };
     let idle = match (&session, idle_updated) {
         (Some(session), true) => ops::forced_idle::totals(session.store(), &sys.proc, &sys.cgroup_root)?,
         _ => force_idle(sys, config, session.as_mut())?,
@@ -126,7 +152,21 @@ fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Resu
         None => ops::metrics::render(&Store::in_memory()?, &sys.kernel, &sys.proc)?,
     };
     text.push_str(&ops::forced_idle::render(&idle));
+    let ledger = crate::host::state_dir::fail_open::counts(&sys.state_dir)?;
+    text.push_str(&ops::metrics::render_fail_open(&ledger));
     Ok(text)
+}
+
+/// Whether `e` is the state lock held past the timeout.
+fn lock_timed_out(e: &anyhow::Error) -> bool {
+    use crate::host::state_dir::DirError;
+    e.chain().any(|c| {
+        matches!(c.downcast_ref::<DirError>(), Some(DirError::LockTimeout { .. }))
+            || matches!(
+                c.downcast_ref::<crate::session::SessionError>(),
+                Some(crate::session::SessionError::Dir(DirError::LockTimeout { .. }))
+            )
+    })
 }
 
 /// `metrics [--output FILE]`.
@@ -172,10 +212,12 @@ pub fn reconcile(
 pub const FOLLOW_SWEEP_SECS: u64 = 60;
 
 /// `reconcile --follow [--interval SECONDS] [--listen ADDRESS:PORT]`: the follower, its sweep a
-/// quiet `reconcile`, its endpoint's page the `metrics` families.
+/// quiet `reconcile` and an `audit`, its escape scan healing what failed open (deciding with
+/// `config_file`, read again when it changes), its endpoint's page the `metrics` families.
 pub fn follow(
     sys: &System,
     config: &Config,
+    config_file: (PathBuf, bool),
     interval: Option<u64>,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
@@ -196,7 +238,14 @@ pub fn follow(
             let audit = ops::audit::audit(Some(store), &sys.kernel, &sys.proc, &sys.runtime_roots, config)?;
             Ok::<_, ops::OpsError>((report, audit))
         })?;
-        let Some((report, audit)) = swept else { return Ok(crate::agent::follow::Swept::default()) };
+        let (report, audit) = match swept {
+            Some(done) => done,
+            // No cache yet: nothing to reconcile, and the audit's rules that need no cache still run.
+            None => (
+                ops::reconcile::ReconcileReport { dry_run: false, converged: Vec::new(), members: Vec::new() },
+                ops::audit::audit(None, &sys.kernel, &sys.proc, &sys.runtime_roots, config)?,
+            ),
+        };
         for e in report.members.iter().flat_map(|m| &m.errors) {
             log::warn!("reconcile --follow: sweep: {e}");
         }
@@ -221,7 +270,9 @@ pub fn follow(
         }
         Ok(crate::agent::follow::Swept { fixed: report.fixed(), violations: Some(violations) })
     };
-    crate::agent::follow::run(&opts, &sys.kernel, &sys.proc, sweep, || exposition(sys, config, true))?;
+    let mut healer = crate::agent::follow::heal::Healer::new(config_file.0, config_file.1, config.clone());
+    let heal = || Ok::<_, anyhow::Error>(healer.scan(sys)?);
+    crate::agent::follow::run(&opts, &sys.kernel, &sys.proc, sweep, heal, || exposition(sys, config, true))?;
     Ok(())
 }
 

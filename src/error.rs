@@ -48,14 +48,17 @@ pub enum FailureReason {
     Cgroup,
     /// The pod's shim could not be given its cookie.
     Shim,
+    /// The config file could not be read or parsed (counted in the fail-open ledger only).
+    Config,
 }
 
 impl FailureReason {
     /// Every reason, in label order.
-    pub const ALL: [FailureReason; 12] = [
+    pub const ALL: [FailureReason; 13] = [
         FailureReason::BadInput,
         FailureReason::Cache,
         FailureReason::Cgroup,
+        FailureReason::Config,
         FailureReason::InvalidAnnotation,
         FailureReason::Kernel,
         FailureReason::LockTimeout,
@@ -82,6 +85,7 @@ impl FailureReason {
             FailureReason::Verify => "verify",
             FailureReason::Cgroup => "cgroup",
             FailureReason::Shim => "shim",
+            FailureReason::Config => "config",
         }
     }
 }

@@ -29,16 +29,21 @@ fn print_error(err: &anyhow::Error) {
 /// Loads the config; on failure returns the defaults (with `fail_closed` kept if the broken file
 /// asks for it) and the error.
 fn load_config(cli: &Cli) -> (Config, Option<ConfigError>) {
-    let (path, explicit) = match &cli.config {
-        Some(p) => (p.clone(), true),
-        None => (PathBuf::from(config::DEFAULT_CONFIG), false),
-    };
+    let (path, explicit) = config_file(cli);
     match Config::load(&path, explicit) {
         Ok(c) => (c, None),
         Err(e) => {
             let c = Config { fail_closed: config::broken_config_wants_fail_closed(&path), ..Config::default() };
             (c, Some(e))
         }
+    }
+}
+
+/// The config file and whether `--config` named it (then its absence is an error).
+fn config_file(cli: &Cli) -> (PathBuf, bool) {
+    match &cli.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(config::DEFAULT_CONFIG), false),
     }
 }
 
@@ -126,7 +131,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Command::List { json } => in_system(&cli, |sys| commands::list(&sys, &config, *json)),
         Command::Gc { json } => in_system(&cli, |sys| commands::gc(&sys, &config, *json)),
         Command::Reconcile { follow: true, interval, listen, .. } => {
-            in_system(&cli, |sys| commands::follow(&sys, &config, *interval, *listen))
+            in_system(&cli, |sys| commands::follow(&sys, &config, config_file(&cli), *interval, *listen))
         }
         Command::Reconcile { dry_run, once: _, interval, follow: false, json, listen: _ } => {
             in_system(&cli, |sys| commands::reconcile(&sys, &config, *dry_run, *interval, *json))
@@ -202,7 +207,8 @@ fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitC
     finish(choice::choose(cli.state_dir.as_deref(), &ThisProcess).map_err(anyhow::Error::from).and_then(|d| f(&d)))
 }
 
-/// `audit`: 0 clean, 1 violations (printed), 2 when what it reads is unusable (the error printed).
+/// `audit`: 0 clean, 1 violations (printed), 2 when what it reads is unusable (the error printed;
+/// a cache it cannot open, with no violation found without it, too).
 fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
     let d = match choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
         Ok(d) => d,
@@ -212,8 +218,9 @@ fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
         }
     };
     match commands::audit(&System::new(Surroundings::of_this_process(d)), config, json) {
-        Ok(0) => ExitCode::Success,
-        Ok(_) => ExitCode::Failure,
+        Ok(a) if a.violations > 0 => ExitCode::Failure,
+        Ok(a) if a.cache_unusable => ExitCode::Usage,
+        Ok(_) => ExitCode::Success,
         Err(e) => {
             print_error(&e);
             ExitCode::Usage

@@ -17,11 +17,13 @@ use super::{Done, Stage};
 use crate::config::{Config, ConfigError};
 use crate::cookies::engine::{EnsureOutcome, RelayOn, Via};
 use crate::cookies::shim;
-use crate::decide::policy::{self, Action, Decision};
+use crate::decide::policy::{self, Action, Decision, Lifecycle};
+use crate::error::FailureReason;
 use crate::exit_codes::ExitCode;
 use crate::host::kernel::CookieHex;
 use crate::host::oci_state::State;
 use crate::host::state_dir::choice::{self, ThisProcess};
+use crate::host::state_dir::fail_open;
 use crate::host::system::{Surroundings, System};
 
 /// How a hook run ends: the exit code, and the error the caller prints first, if any.
@@ -63,19 +65,28 @@ pub struct Invocation<'a> {
 /// Runs the hook command: decide → plan → execute ([`super::run_with`]) → report → verdict.
 pub fn run(inv: Invocation<'_>) -> Verdict {
     let (config, manual) = (inv.config, inv.manual);
+    // Where a fail-open is counted: the state dir the run would use (chosen again only on failure).
+    let ledger = || choice::choose(inv.state_dir, &ThisProcess).ok();
     let state = match inv.state {
         Ok(s) => s,
         Err(e) if manual => return Verdict::print(ExitCode::Usage, e),
-        Err(e) => return fail(config, e),
+        Err(e) => {
+            let at = Failed { group: None, reason: FailureReason::BadInput, ensure: stage_ensures(inv.stage, None) };
+            return fail(config, e, at, ledger());
+        }
     };
     crate::timing::mark("state");
     if let Some(e) = inv.config_error {
-        return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)));
+        let at = Failed { group: None, reason: FailureReason::Config, ensure: stage_ensures(inv.stage, Some(&state)) };
+        return fail(config, anyhow::Error::new(e).context(format!("container {}", state.id)), at, ledger());
     }
     let decision = match super::input(&state, inv.stage).and_then(|i| Ok(policy::decide(&i, config)?)) {
         Ok(d) => d,
         Err(e) if manual => return Verdict::print(ExitCode::Usage, e.into()),
-        Err(e) => return fail(config, e.into()),
+        Err(e) => {
+            let at = Failed { group: None, reason: e.reason(), ensure: stage_ensures(inv.stage, Some(&state)) };
+            return fail(config, e.into(), at, ledger());
+        }
     };
     crate::timing::mark("decision + bundle");
     // One stable line per run: `decision <the explain JSON>`; tests and admins grep for it.
@@ -84,13 +95,18 @@ pub fn run(inv: Invocation<'_>) -> Verdict {
     } else {
         log::debug!("decision {}", serde_json::to_string(&decision).unwrap_or_default());
     }
+    let ensure = matches!(decision.action, Action::Ensure { .. });
     let state_dir = match choice::choose(inv.state_dir, &ThisProcess) {
         Ok(dir) => dir,
         // A skip never opens the state dir.
         Err(_) if decision.action == Action::Skip => PathBuf::new(),
         Err(e) => {
             let err = anyhow::Error::new(e).context(format!("container {}", decision.container_id));
-            return if manual { Verdict::print(ExitCode::Failure, err) } else { fail(config, err) };
+            if manual {
+                return Verdict::print(ExitCode::Failure, err);
+            }
+            let at = Failed { group: decision.group(), reason: FailureReason::StateDir, ensure };
+            return fail(config, err, at, inv.state_dir.map(Path::to_path_buf));
         }
     };
     let sys = System::new(Surroundings::of_this_process(state_dir));
@@ -110,7 +126,24 @@ pub fn run(inv: Invocation<'_>) -> Verdict {
         }
         // A manual run has no container to protect: show the failure, whatever fail_closed says.
         Err(e) if manual => Verdict::print(ExitCode::Failure, e.into()),
-        Err(e) => fail(config, e.into()),
+        Err(e) => {
+            let at = Failed { group: decision.group(), reason: e.reason(), ensure };
+            let id = &decision.container_id;
+            // The warning names the container once: most errors do not (the lock, the cache).
+            let named = e.to_string().contains(id.as_str());
+            let err = if named { e.into() } else { anyhow::Error::new(e).context(format!("container {id}")) };
+            fail(config, err, at, Some(sys.state_dir.clone()))
+        }
+    }
+}
+
+/// Whether a run that failed before its decision was at a stage that gives the container its
+/// cookie (createRuntime, prestart, poststart; unknown counts as one): only those leave a
+/// container running without it.
+fn stage_ensures(stage: Option<Stage>, state: Option<&State>) -> bool {
+    match state {
+        Some(s) => !matches!(super::lifecycle(stage, &s.status), Ok(Lifecycle::Forget | Lifecycle::Skip)),
+        None => !matches!(stage, Some(Stage::Poststop | Stage::CreateContainer | Stage::StartContainer)),
     }
 }
 
@@ -175,13 +208,34 @@ fn failed_after_ensure(
     Verdict::success()
 }
 
-/// The failure policy: fail closed → the error printed, exit 1; fail open → one warning, exit 0.
-fn fail(config: &Config, err: anyhow::Error) -> Verdict {
+/// Where a run failed: the container's group when decided, the reason, and whether the stage
+/// gives the container its cookie (so that failing open leaves it without one).
+struct Failed<'a> {
+    group: Option<&'a str>,
+    reason: FailureReason,
+    ensure: bool,
+}
+
+/// The failure policy: fail closed → the error printed, exit 1; fail open → one warning naming
+/// the container (in `err`), its group and the reason, exit 0. A fail-open at a stage that gives
+/// the cookie is counted in the fail-open ledger of `ledger` ([`fail_open`]), the state dir.
+fn fail(config: &Config, err: anyhow::Error, at: Failed<'_>, ledger: Option<PathBuf>) -> Verdict {
     if config.fail_closed {
         return Verdict::print(ExitCode::Failure, err);
     }
+    let counted = match (at.ensure, ledger) {
+        (false, _) => String::new(),
+        (true, Some(dir)) => match fail_open::record(&dir, at.reason) {
+            Ok(()) => String::new(),
+            // The ledger's own message only: its cause is the state dir's, said above.
+            Err(e) => format!(" (not counted: {e})"),
+        },
+        (true, None) => " (not counted: no state dir)".into(),
+    };
     log::warn!(
-        "{err:#} (failing open: the container runs without core scheduling; set fail_closed = true to refuse it)"
+        "{err:#} (failing open: group {}, reason {}: the container runs without core scheduling; set fail_closed = true to refuse it){counted}",
+        at.group.unwrap_or("-"),
+        at.reason
     );
     Verdict::success()
 }

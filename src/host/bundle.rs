@@ -1,5 +1,6 @@
 //! The bundle's `config.json` (an OCI runtime spec), read tolerantly for the few fields the hook
-//! and `rebuild` use: `annotations` and `linux.cgroupsPath`. Nothing else is looked at: the spec
+//! and `rebuild` use: `annotations`, `linux.cgroupsPath`, and whether `hooks` runs this hook
+//! (which the audit and the follower's escape scan ask). Nothing else is looked at: the spec
 //! grows (capability names newer than any crate, new seccomp actions, a newer `ociVersion`, vendor
 //! fields) and runc and crun run such specs, so a value we do not know must never cost us the
 //! fields we need. One reader for both callers, so the hook and `rebuild` decide alike.
@@ -76,6 +77,8 @@ pub struct BundleConfig {
     pub annotations: BTreeMap<String, String>,
     /// `linux.cgroupsPath`, when set and not empty.
     pub cgroups_path: Option<String>,
+    /// `hooks` runs this hook at a stage that gives the cookie ([`names_hook`]).
+    pub names_hook: bool,
 }
 
 impl BundleConfig {
@@ -95,6 +98,7 @@ impl BundleConfig {
 struct Doc {
     annotations: Option<Value>,
     linux: Option<Linux>,
+    hooks: Option<Value>,
 }
 
 /// `linux`: only `cgroupsPath`.
@@ -113,6 +117,8 @@ enum Key {
     Linux,
     #[serde(rename = "cgroupsPath")]
     CgroupsPath,
+    #[serde(rename = "hooks")]
+    Hooks,
     #[serde(other)]
     Other,
 }
@@ -137,6 +143,7 @@ impl<'de> Visitor<'de> for DocVisitor {
             match key {
                 Key::Annotations => doc.annotations = map.next_value()?,
                 Key::Linux => doc.linux = map.next_value()?,
+                Key::Hooks => doc.hooks = map.next_value()?,
                 Key::CgroupsPath | Key::Other => drop(map.next_value::<IgnoredAny>()?),
             }
         }
@@ -156,7 +163,7 @@ impl<'de> Visitor<'de> for LinuxVisitor {
         while let Some(key) = map.next_key()? {
             match key {
                 Key::CgroupsPath => linux.cgroups_path = map.next_value()?,
-                Key::Annotations | Key::Linux | Key::Other => drop(map.next_value::<IgnoredAny>()?),
+                Key::Annotations | Key::Linux | Key::Hooks | Key::Other => drop(map.next_value::<IgnoredAny>()?),
             }
         }
         Ok(linux)
@@ -217,7 +224,27 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<BundleConfig, BundleError> {
         Some(Value::String(s)) => Some(s),
         Some(_) => return Err(field("linux.cgroupsPath", "is not a string".into())),
     };
-    Ok(BundleConfig { annotations, cgroups_path })
+    let names_hook = doc.hooks.as_ref().is_some_and(names_hook);
+    Ok(BundleConfig { annotations, cgroups_path, names_hook })
+}
+
+/// This program's name: the file name of its path in a hook entry, or the entry's `args[0]`.
+pub const HOOK_NAME: &str = "oci-coresched-hook";
+
+/// Whether a spec's `hooks` runs this hook's `hook` command at a stage that gives the cookie
+/// (`createRuntime`, `prestart` or `poststart`): the container's own hook ran, or was to run, for
+/// it. Anything else in `hooks` (another program, a malformed entry) is only not this hook.
+pub fn names_hook(hooks: &Value) -> bool {
+    ["createRuntime", "prestart", "poststart"].iter().filter_map(|stage| hooks.get(stage)?.as_array()).flatten().any(
+        |h| {
+            let named = |v: Option<&Value>| {
+                v.and_then(Value::as_str).is_some_and(|p| Path::new(p).file_name().is_some_and(|f| f == HOOK_NAME))
+            };
+            let args = h.get("args").and_then(Value::as_array);
+            let arg = |i: usize| args.and_then(|a| a.get(i)).and_then(Value::as_str);
+            (named(h.get("path")) || arg(0) == Some(HOOK_NAME)) && arg(1) == Some("hook")
+        },
+    )
 }
 
 #[cfg(test)]

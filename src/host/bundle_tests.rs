@@ -14,7 +14,7 @@ fn ok(doc: &str) -> BundleConfig {
 fn takes_annotations_and_cgroups_path_and_nothing_else() {
     let c = ok(r#"{"ociVersion":"9.9.9","annotations":{"a":"1","b":""},"linux":{"cgroupsPath":"/kubepods/x"}}"#);
     let ann: BTreeMap<String, String> = [("a", "1"), ("b", "")].map(|(k, v)| (k.to_string(), v.to_string())).into();
-    assert_eq!(c, BundleConfig { annotations: ann, cgroups_path: Some("/kubepods/x".into()) });
+    assert_eq!(c, BundleConfig { annotations: ann, cgroups_path: Some("/kubepods/x".into()), names_hook: false });
     assert_eq!(ok("{}"), BundleConfig::default());
     assert_eq!(ok(r#"{"annotations":null,"linux":null}"#), BundleConfig::default());
     assert_eq!(ok(r#"{"linux":{"cgroupsPath":null}}"#).cgroups_path, None);
@@ -103,4 +103,21 @@ fn the_runtime_copy_of_an_annotation_wins() {
     let mut ann: BTreeMap<String, String> = [("a".to_string(), "state".to_string())].into();
     c.complete(&mut ann);
     assert_eq!(ann, [("a", "state"), ("b", "file")].map(|(k, v)| (k.to_string(), v.to_string())).into());
+}
+
+#[test]
+fn hooks_name_this_hook_only_at_a_stage_that_gives_the_cookie() {
+    let entry = |stage: &str, path: &str, args: &str| {
+        format!(r#"{{"hooks": {{"{stage}": [{{"path": "/bin/true"}}, {{"path": "{path}", "args": {args}}}]}}}}"#)
+    };
+    let ours = r#"["oci-coresched-hook", "hook", "--stage", "createRuntime"]"#;
+    assert!(ok(&entry("createRuntime", "/usr/bin/oci-coresched-hook", ours)).names_hook);
+    assert!(ok(&entry("poststart", "/opt/x/oci-coresched-hook", r#"["oci-coresched-hook", "hook"]"#)).names_hook);
+    assert!(ok(&entry("prestart", "/usr/local/bin/renamed", ours)).names_hook, "args[0] names it");
+    assert!(!ok(&entry("poststop", "/usr/bin/oci-coresched-hook", ours)).names_hook, "poststop gives no cookie");
+    assert!(!ok(&entry("createRuntime", "/usr/bin/oci-coresched-hook", r#"["oci-coresched-hook", "gc"]"#)).names_hook);
+    assert!(!ok(&entry("createRuntime", "/usr/bin/other", r#"["other", "hook"]"#)).names_hook);
+    assert!(!ok(r#"{"hooks": {"createRuntime": "x"}}"#).names_hook, "a malformed hooks is only not ours");
+    assert!(!ok(r#"{"hooks": 7}"#).names_hook);
+    assert!(!ok("{}").names_hook);
 }

@@ -134,6 +134,21 @@ impl ProcFs {
         Ok(Some(user + system))
     }
 
+    /// The arguments of `pid` (`/proc/PID/cmdline`, lossily UTF-8), or `None` when no such
+    /// process exists. A kernel thread has none.
+    pub fn cmdline(&self, pid: Pid) -> io::Result<Option<Vec<String>>> {
+        match std::fs::read(self.root.join(pid.to_string()).join("cmdline")) {
+            Ok(b) => Ok(Some(
+                b.split(|c| *c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The process group of `pid`, or `None` when no such process exists.
     pub fn process_group(&self, pid: Pid) -> io::Result<Option<Pid>> {
         Ok(self.stat_field(pid, 5)?.map(|v| v as Pid))

@@ -153,7 +153,22 @@ pub struct RuntimeContainer {
     pub cgroups_path: Option<String>,
     /// Bundle directory.
     pub bundle: Option<PathBuf>,
+    /// The container's directory in its root (where `exec.fifo` waits until it starts).
+    pub dir: PathBuf,
+    /// Its spec runs this hook at a stage that gives the cookie ([`crate::host::bundle::names_hook`]).
+    pub names_hook: bool,
 }
+
+impl RuntimeContainer {
+    /// Whether the runtime still waits to start it: its `exec.fifo` (runc, crun) is there until
+    /// `start` opens it, so its init has not yet run the container's process.
+    pub fn waits_to_start(&self) -> bool {
+        self.dir.join(EXEC_FIFO).exists()
+    }
+}
+
+/// The fifo runc and crun keep in a created container's directory until `start`.
+pub const EXEC_FIFO: &str = "exec.fifo";
 
 fn read_json(path: &Path) -> Result<Value, RuntimeStateError> {
     let read = |source| RuntimeStateError::Read { path: path.to_path_buf(), source };
@@ -198,6 +213,7 @@ fn add_bundle_config(c: &mut RuntimeContainer) {
         if config.cgroups_path.is_some() {
             c.cgroups_path = config.cgroups_path;
         }
+        c.names_hook |= config.names_hook;
     }
 }
 
@@ -219,7 +235,18 @@ pub fn read_runc(dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateE
     }
     let cgroups_path =
         state.pointer("/config/cgroups/path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-    let mut c = RuntimeContainer { id: id.to_string(), pid, start_time, annotations, cgroups_path, bundle };
+    // libcontainer keeps the spec's hooks in its config, in the spec's shape.
+    let names_hook = state.pointer("/config/hooks").is_some_and(crate::host::bundle::names_hook);
+    let mut c = RuntimeContainer {
+        id: id.to_string(),
+        pid,
+        start_time,
+        annotations,
+        cgroups_path,
+        bundle,
+        dir: dir.to_path_buf(),
+        names_hook,
+    };
     add_bundle_config(&mut c);
     Ok(c)
 }
@@ -238,15 +265,112 @@ pub fn read_crun(dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateE
         annotations: BTreeMap::new(),
         cgroups_path: None,
         bundle,
+        dir: dir.to_path_buf(),
+        names_hook: false,
     };
     match read_config(id, &dir.join("config.json"), "trying the bundle's config") {
         Some(config) => {
             c.annotations = config.annotations;
             c.cgroups_path = config.cgroups_path;
+            c.names_hook = config.names_hook;
         }
         None => add_bundle_config(&mut c),
     }
     Ok(c)
+}
+
+/// Reads one container's directory of a `kind` root; a directory in the other layout is read in
+/// its own (containerd with crun keeps crun's `status` under its runc-style root).
+pub fn read(kind: RuntimeKind, dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateError> {
+    let other = match kind {
+        RuntimeKind::Runc => (RUNC_STATE, CRUN_STATUS, RuntimeKind::Crun),
+        RuntimeKind::Crun => (CRUN_STATUS, RUNC_STATE, RuntimeKind::Runc),
+    };
+    let kind = if !dir.join(other.0).exists() && dir.join(other.1).exists() { other.2 } else { kind };
+    match kind {
+        RuntimeKind::Runc => read_runc(dir, id),
+        RuntimeKind::Crun => read_crun(dir, id),
+    }
+}
+
+const RUNC_STATE: &str = "state.json";
+const CRUN_STATUS: &str = "status";
+
+/// The runtimes' state read again only where it changed: one container's directory is parsed
+/// again when its state file (`state.json`, `status`) is another file, or was written, since the
+/// last read. For a caller that scans every few seconds (the follower's escape scan).
+#[derive(Debug, Default)]
+pub struct StateCache {
+    entries: BTreeMap<PathBuf, (FileStamp, RuntimeContainer)>,
+    seen: std::collections::BTreeSet<PathBuf>,
+}
+
+/// What tells a state file's versions apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn stamp(dir: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir.join(RUNC_STATE)).or_else(|_| std::fs::metadata(dir.join(CRUN_STATUS))).ok()?;
+    Some(FileStamp {
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    })
+}
+
+impl StateCache {
+    /// [`read`], or the last read's result when the state file is the same.
+    pub fn read(&mut self, kind: RuntimeKind, dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateError> {
+        self.seen.insert(dir.to_path_buf());
+        let now = stamp(dir);
+        if let (Some(now), Some((then, c))) = (now, self.entries.get(dir))
+            && now == *then
+        {
+            return Ok(c.clone());
+        }
+        let c = read(kind, dir, id)?;
+        match now {
+            Some(now) => {
+                self.entries.insert(dir.to_path_buf(), (now, c.clone()));
+            }
+            None => {
+                self.entries.remove(dir);
+            }
+        }
+        Ok(c)
+    }
+
+    /// Forgets the directories not read since the last call (containers that are gone).
+    pub fn forget_unseen(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        self.entries.retain(|dir, _| seen.contains(dir));
+    }
+}
+
+/// The runtimes whose lifecycle commands are watched ([`busy_ids`]).
+pub const RUNTIMES: [&str; 4] = ["runc", "crun", "youki", "runsc"];
+
+/// The container ids that a live runtime command is creating or starting: every argument of each
+/// process whose program is one of [`RUNTIMES`] and whose subcommand is `create`, `start` or
+/// `run`. Such a container is still inside its createRuntime or poststart hooks (runc runs
+/// poststart before `create` returns, crun in `start`), so its cookie may not be there yet.
+pub fn busy_ids(proc: &crate::host::procfs::ProcFs) -> std::io::Result<std::collections::BTreeSet<String>> {
+    let mut ids = std::collections::BTreeSet::new();
+    for pid in proc.pids()? {
+        let Ok(Some(args)) = proc.cmdline(pid) else { continue };
+        let Some(program) = args.first().and_then(|a| Path::new(a).file_name()).and_then(|f| f.to_str()) else {
+            continue;
+        };
+        if RUNTIMES.contains(&program) && args.iter().any(|a| matches!(a.as_str(), "create" | "start" | "run")) {
+            ids.extend(args.into_iter().skip(1));
+        }
+    }
+    Ok(ids)
 }
 
 /// The container directories of a root (sorted), or `None` when the root does not exist.

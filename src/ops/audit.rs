@@ -13,7 +13,13 @@
 //!   carry their own group's;
 //! - **cleared** (`cleared`): the threads of a running container the policy runs without a cookie
 //!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::session::rebuild::scan`])
-//!   and of a shim cleared for its pod carry 0.
+//!   and of a shim cleared for its pod carry 0;
+//! - **escaped** (`escaped`): a running container whose own hook was to give it a cookie runs
+//!   without one ([`super::escapes`], from the runtimes' state alone, cached or not): each of its
+//!   threads at cookie 0 is reported, and the container is listed in [`AuditReport::escaped`].
+//!
+//! Without a cache (none yet, or one that cannot be opened: the caller says why) every rule but
+//! `escaped` and `cleared` has nothing to judge against, and those two still run.
 //!
 //! A process running this binary is left out (a hook between its share and its exit carries its
 //! group's cookie by design), and so is the audit itself. It changes nothing: no SHARE, no write,
@@ -49,6 +55,8 @@ pub enum Rule {
     Outside,
     /// A thread of a container the policy clears (or of its pod's cleared shim) not at 0.
     Cleared,
+    /// A thread at cookie 0 of a running container whose hook was to give it a cookie.
+    Escaped,
 }
 
 /// One thread off its cookie.
@@ -85,6 +93,11 @@ pub struct AuditReport {
     pub groups: usize,
     /// Running containers the policy clears.
     pub cleared: usize,
+    /// Running containers without the cookie their policy gives them ([`super::escapes`]).
+    pub escaped: Vec<super::escapes::Escaped>,
+    /// Why the cache could not be read, when it could not (the rules that need it did not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_error: Option<String>,
     /// Every violation, by pid and tid.
     pub violations: Vec<Violation>,
 }
@@ -93,6 +106,17 @@ impl AuditReport {
     /// Text: one line per violation, then a summary line.
     pub fn render(&self) -> String {
         let mut s = String::new();
+        if let Some(e) = &self.cache_error {
+            let _ = writeln!(s, "audit: the cache is unusable ({e}): only the escaped and cleared rules ran");
+        }
+        for e in &self.escaped {
+            let _ = writeln!(
+                s,
+                "escaped  container {} (pid {}) of group {} runs without core scheduling (its hook failed open); \
+                 the follower gives it its group's cookie",
+                e.id, e.pid, e.group
+            );
+        }
         for v in &self.violations {
             let _ = writeln!(
                 s,
@@ -109,12 +133,13 @@ impl AuditReport {
         }
         let _ = writeln!(
             s,
-            "audit: {} threads of {} processes; {} live members in {} groups, {} cleared containers; {} violations",
+            "audit: {} threads of {} processes; {} live members in {} groups, {} cleared containers, {} escaped; {} violations",
             self.threads,
             self.processes,
             self.members,
             self.groups,
             self.cleared,
+            self.escaped.len(),
             self.violations.len()
         );
         s
@@ -210,11 +235,25 @@ pub fn audit<K: CoreSched>(
         }
     }
     report.cleared = cleared.len();
+    let escaped = super::escapes::find(&scan.running, kernel, proc)?;
+    // Each escaped container's threads: its init's, and those of the processes in its cgroup,
+    // unless that cgroup also holds this audit (then it is no container's own).
+    let me = std::process::id() as Pid;
+    let own_cgroup = proc.cgroup(me).ok().flatten();
+    let escaped_inits: BTreeMap<Pid, &super::escapes::Escaped> = escaped.iter().map(|e| (e.pid, e)).collect();
+    let mut escaping: Vec<(String, &super::escapes::Escaped)> = Vec::new();
+    for e in &escaped {
+        if let Some(key) = proc.cgroup(e.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
+            && !own_cgroup.as_deref().is_some_and(|mine| membership::owner(mine, [(key.as_str(), "", ())]).is_some())
+        {
+            escaping.push((key, e));
+        }
+    }
+    let escaping_index = membership::Owners::new(escaping.iter().map(|(key, e)| (key.as_str(), e.id.as_str(), *e)));
 
     let owners =
         membership::Owners::new(live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l))));
     let clearing_index = membership::Owners::new(cleared.iter().map(|(key, id)| (key.as_str(), id.as_str(), id)));
-    let me = std::process::id() as Pid;
     let own_exe = std::fs::read_link("/proc/self/exe").ok();
     let pids = proc.pids().map_err(|source| OpsError::Proc { pid: 0, source })?;
     for pid in pids {
@@ -229,6 +268,7 @@ pub fn audit<K: CoreSched>(
         let owner = owners.owner(&cg).copied();
         let shim = shims.get(&pid);
         let clearing = clearing_index.owner(&cg).copied();
+        let escaping = escaped_inits.get(&pid).copied().or_else(|| escaping_index.owner(&cg).copied());
         report.processes += 1;
         let mut skip_process = false;
         for tid in tids {
@@ -239,6 +279,22 @@ pub fn audit<K: CoreSched>(
                 Err(_) => continue,
             };
             report.threads += 1;
+            if let Some(e) = escaping.filter(|_| have == 0) {
+                let want = group_cookie
+                    .get(e.group.as_str())
+                    .map_or("a cookie of its group".into(), |c| CookieHex(*c).to_string());
+                violations.push(Violation {
+                    rule: Rule::Escaped,
+                    pid,
+                    tid,
+                    comm: comm(proc, tid),
+                    container: Some(e.id.clone()),
+                    group: Some(e.group.clone()),
+                    want,
+                    have: CookieHex(0).to_string(),
+                });
+                continue;
+            }
             let (rule, want, container, group) = match (owner, shim, clearing) {
                 (Some(l), _, _) => {
                     let want = group_cookie.get(l.member.group.as_str()).copied().unwrap_or(l.cookie);
@@ -282,6 +338,7 @@ pub fn audit<K: CoreSched>(
     }
     violations.sort_by_key(|v| (v.pid, v.tid, v.rule));
     report.violations = violations;
+    report.escaped = escaped;
     Ok(report)
 }
 

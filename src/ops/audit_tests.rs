@@ -52,7 +52,7 @@ fn a_clean_node_has_no_violation() {
     assert!(r.violations.is_empty(), "{}", r.render());
     assert_eq!((r.members, r.groups), (3, 2));
     assert_eq!(r.threads, 3 * 3 + 2, "every thread of the four processes");
-    assert!(r.render().ends_with("2 groups, 0 cleared containers; 0 violations\n"), "{}", r.render());
+    assert!(r.render().ends_with("2 groups, 0 cleared containers, 0 escaped; 0 violations\n"), "{}", r.render());
 }
 
 #[test]
@@ -144,4 +144,39 @@ fn a_container_the_policy_clears_must_carry_0() {
     let r = w.audit(&roots);
     assert_eq!(found(&r), [(Rule::Cleared, 400, 400)], "{}", r.render());
     assert_eq!((r.violations[0].container.as_deref(), r.violations[0].want.as_str()), (Some("n1"), "0x0"));
+}
+
+#[test]
+fn a_container_whose_hook_failed_open_is_escaped_with_or_without_a_cache() {
+    let (w, web, _) = node();
+    let hooks = r#"{"poststart": [{"path": "/usr/bin/oci-coresched-hook", "args": ["oci-coresched-hook", "hook"]}]}"#;
+    crate::ops::escapes::tests::container(
+        &w,
+        "a3",
+        500,
+        hooks,
+        json!({"oci-coresched-hook/group": "web", "io.kubernetes.pod.namespace": "tenant-a"}),
+    );
+    let roots = crate::ops::escapes::tests::roots(&w);
+    let r = w.audit(&roots);
+    assert_eq!(found(&r), [(Rule::Escaped, 500, 500), (Rule::Escaped, 500, 501)], "{}", r.render());
+    assert_eq!(r.escaped.len(), 1);
+    assert_eq!((r.escaped[0].id.as_str(), r.escaped[0].group.as_str()), ("a3", "tenant-a/web"));
+    assert!(r.render().contains("escaped  container a3 (pid 500) of group tenant-a/web"), "{}", r.render());
+    let v = &r.violations[0];
+    assert_eq!((v.container.as_deref(), v.have.as_str()), (Some("a3"), "0x0"));
+    assert_eq!(v.want, CookieHex(web).to_string(), "its group's cookie");
+
+    // No cache: the members' rules have nothing to judge, the escape is still found.
+    let r = audit(None, &w.kernel, &w.proc, &roots, &Config::default()).unwrap();
+    assert_eq!(found(&r), [(Rule::Escaped, 500, 500), (Rule::Escaped, 500, 501)], "{}", r.render());
+    assert_eq!(r.violations[0].want, "a cookie of its group");
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["violations"][0]["rule"], "escaped");
+    assert_eq!(json["escaped"][0]["id"], "a3");
+
+    // Given its cookie, it is not.
+    w.kernel.force(500, web);
+    w.kernel.force(501, web);
+    assert!(w.audit(&roots).escaped.is_empty());
 }

@@ -161,6 +161,23 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
     Ok(out)
 }
 
+/// `oci_coresched_hook_fail_open_total{reason}`: the fail-open ledger's counts
+/// ([`crate::host::state_dir::fail_open`]), every reason present.
+pub fn render_fail_open(counts: &BTreeMap<crate::error::FailureReason, u64>) -> String {
+    let mut out = String::new();
+    let name = "oci_coresched_hook_fail_open_total";
+    family(
+        &mut out,
+        name,
+        "counter",
+        "Hook runs that failed open (the container ran without the cookie its policy asks for), by reason.",
+    );
+    for (reason, count) in counts {
+        sample(&mut out, name, &[("reason", reason.as_str())], *count as f64);
+    }
+    out
+}
+
 #[cfg(test)]
 #[path = "metrics_tests.rs"]
 pub(crate) mod tests;

@@ -156,6 +156,11 @@ pub struct Scan {
 /// against `/proc` (pid and start time), and decided as the hook would
 /// ([`ContainerInput::from_runtime`]). Reads only.
 pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
+    scan_with(roots, proc, config, &mut runtimes::StateCache::default())
+}
+
+/// [`scan`], each container's state read through `cache` (parsed again only where it changed).
+pub fn scan_with(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config, cache: &mut runtimes::StateCache) -> Scan {
     let mut out = Scan::default();
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for root in roots {
@@ -183,10 +188,7 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
                 continue;
             }
             seen.insert(id.clone(), root.path.clone());
-            let parsed = match root.kind {
-                RuntimeKind::Runc => runtimes::read_runc(&dir, &id),
-                RuntimeKind::Crun => runtimes::read_crun(&dir, &id),
-            };
+            let parsed = cache.read(root.kind, &dir, &id);
             let c = match parsed {
                 Ok(c) => c,
                 Err(e) => {
@@ -224,6 +226,7 @@ pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
             }
         }
     }
+    cache.forget_unseen();
     out
 }
 

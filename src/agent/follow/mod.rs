@@ -21,6 +21,7 @@
 //! again for a running container. It also writes it for containers the NRI plugin caught up from
 //! a container that cannot write the host's cgroups.
 
+pub mod heal;
 pub mod pace;
 mod refresh;
 pub mod stats;
@@ -336,13 +337,15 @@ fn readiness(events: bool, last_sweep_ok: bool) -> Result<(), &'static str> {
 }
 
 /// Runs until SIGTERM or SIGINT. `sweep` is one full `reconcile` (it takes the lock itself) and
-/// returns the processes it fixed. With [`Options::listen`], an endpoint serves `render` (the
+/// returns the processes it fixed; `heal` is one escape scan ([`heal::Healer::scan`]), run every
+/// [`heal::HEAL_EVERY`]. With [`Options::listen`], an endpoint serves `render` (the
 /// `metrics` command's families, taken every [`METRICS_EVERY`]) followed by the follower's counters.
 pub fn run<K: CoreSched, E: std::fmt::Display>(
     opts: &Options,
     kernel: &K,
     proc: &ProcFs,
     mut sweep: impl FnMut() -> Result<Swept, E>,
+    mut heal: impl FnMut() -> Result<heal::Healed, E>,
     mut render: impl FnMut() -> Result<String, E>,
 ) -> Result<(), FollowError> {
     crate::agent::signals::install().map_err(FollowError::Signals)?;
@@ -380,7 +383,9 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     // Written first after the start's sweep, so that the file says at once whether events flow.
     let mut next_metrics = Instant::now();
     let mut next_idle = Instant::now();
+    let mut next_heal = Instant::now();
     let (mut last_error, mut last_sweep_error, mut last_idle_error) = (String::new(), String::new(), String::new());
+    let mut last_heal_error = String::new();
     let mut events = Vec::with_capacity(256);
     let mut pace = Pace::new(Instant::now());
     while !crate::agent::signals::stopping() {
@@ -398,12 +403,29 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                 Err(e) => {
                     last_sweep_ok = false;
                     f.stats.sweep_failures += 1;
+                    f.stats.audit_violations = None;
                     report(&mut last_sweep_error, format!("reconcile --follow: sweep: {e:#}"));
                 }
             }
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
             board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
+        }
+        if Instant::now() >= next_heal {
+            f.stats.escape_scans += 1;
+            match heal() {
+                Ok(h) => {
+                    f.stats.escaped = h.escaped;
+                    f.stats.healed += h.healed as u64;
+                    f.stats.heal_failures += h.failed as u64;
+                    last_heal_error.clear();
+                    if h.healed > 0 {
+                        sig = None; // the healed containers are members now
+                    }
+                }
+                Err(e) => report(&mut last_heal_error, format!("reconcile --follow: escape scan: {e:#}")),
+            }
+            next_heal = Instant::now() + heal::HEAL_EVERY;
         }
         if Instant::now() >= next_idle {
             f.keep_idle(&opts.cgroup_root);
@@ -434,6 +456,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
         let wait = next_sweep
             .min(next_metrics)
             .min(next_idle)
+            .min(next_heal)
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(500));
         match source.as_mut() {

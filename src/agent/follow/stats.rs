@@ -80,9 +80,22 @@ pub struct Stats {
     pub members_removed: u64,
     /// Fork events of a storming parent whose child was not read ([`super::storm`]).
     pub storm_skipped: u64,
-    /// Violations the audit after the last sweep found (`None` until one ran).
+    /// Violations the audit after the last sweep found (`None` until one ran, or when the last
+    /// one could not run).
     pub audit_violations: Option<u64>,
+    /// Escaped containers found by the last escape scan and not healed ([`super::heal`]).
+    pub escaped: usize,
+    /// Escape scans run.
+    pub escape_scans: u64,
+    /// Escaped containers given their group's cookie.
+    pub healed: u64,
+    /// Heals that failed.
+    pub heal_failures: u64,
 }
+
+/// The families of the follower's page without the [`PREFIX`]: the audit's and the escapes'.
+pub const OTHER_FAMILIES: [&str; 3] =
+    ["oci_coresched_hook_audit_violations", "oci_coresched_hook_audit_up", "oci_coresched_hook_escaped_containers"];
 
 impl Stats {
     /// Records the window of one process fixed on an event: from the event to the GET that
@@ -172,16 +185,32 @@ impl Stats {
             &[],
             self.refreshes,
         );
-        if let Some(v) = self.audit_violations {
-            let name = "oci_coresched_hook_audit_violations";
-            family(
-                &mut out,
-                name,
-                "gauge",
-                "Threads off their cookie at the last sweep's audit (oci-coresched-hook audit).",
-            );
-            sample(&mut out, name, &[], v as f64);
-        }
+        let [violations, up, escaped] = OTHER_FAMILIES;
+        family(
+            &mut out,
+            violations,
+            "gauge",
+            "Threads off their cookie at the last sweep's audit (oci-coresched-hook audit); NaN when it could not run.",
+        );
+        sample(&mut out, violations, &[], self.audit_violations.map_or(f64::NAN, |v| v as f64));
+        family(&mut out, up, "gauge", "1 when the last sweep's audit ran, 0 when it could not (or none ran yet).");
+        sample(&mut out, up, &[], if self.audit_violations.is_some() { 1.0 } else { 0.0 });
+        family(
+            &mut out,
+            escaped,
+            "gauge",
+            "Running containers whose hook failed open (cookie 0 where their policy gives one), not yet healed.",
+        );
+        sample(&mut out, escaped, &[], self.escaped as f64);
+        counter(&mut out, "escape_scans_total", "Scans for escaped containers run.", &[], self.escape_scans);
+        counter(
+            &mut out,
+            "escapes_healed_total",
+            "Escaped containers given their group's cookie by the follower.",
+            &[],
+            self.healed,
+        );
+        counter(&mut out, "heal_failures_total", "Heals of escaped containers that failed.", &[], self.heal_failures);
         family(&mut out, &format!("{p}members"), "gauge", "Live members with a cookie in the follower's view.");
         sample(&mut out, &format!("{p}members"), &[], self.members as f64);
         let h = format!("{p}window_seconds");
@@ -216,7 +245,8 @@ pub(super) fn own_cpu_seconds(proc: &crate::host::procfs::ProcFs) -> f64 {
 
 /// The follower's page at `path` as `metrics` appends it: `None` when there is none (no follower
 /// ran since the state dir was made); an error when a line is not one the follower of this build
-/// writes: a `# HELP` or `# TYPE` line of a family named [`PREFIX`]…, or a sample of one.
+/// writes: a `# HELP` or `# TYPE` line of a family named [`PREFIX`]… or one of [`OTHER_FAMILIES`],
+/// or a sample of one.
 pub fn read_page(path: &Path) -> Result<Option<String>, PageError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -226,6 +256,7 @@ pub fn read_page(path: &Path) -> Result<Option<String>, PageError> {
     let ours = |line: &str| {
         let name = line.strip_prefix("# HELP ").or_else(|| line.strip_prefix("# TYPE ")).unwrap_or(line);
         name.strip_prefix(PREFIX).is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_lowercase()))
+            || OTHER_FAMILIES.iter().any(|f| name.strip_prefix(f).is_some_and(|rest| rest.starts_with([' ', '{'])))
     };
     match text.lines().position(|l| !ours(l)) {
         None if text.ends_with('\n') || text.is_empty() => Ok(Some(text)),

@@ -3,6 +3,7 @@
 //! that serialises every read → decide → prctl → write.
 
 pub mod choice;
+pub mod fail_open;
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
