@@ -52,3 +52,29 @@ fn the_page_is_read_back_only_when_it_is_this_builds() {
         "{e}"
     );
 }
+
+/// The audit's and the escapes' families have no `follow_` prefix: the page that holds them is
+/// still this build's (`metrics` once left the whole page out for them), and they are always
+/// there, NaN and `audit_up 0` when no audit ran.
+#[test]
+fn the_audit_and_escape_families_are_always_on_the_page_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("follow.prom");
+    let mut s = Stats::default();
+    let page = s.render();
+    assert!(page.contains("\noci_coresched_hook_audit_violations NaN\n"), "{page}");
+    assert!(page.contains("\noci_coresched_hook_audit_up 0\n"), "{page}");
+    assert!(page.contains("\noci_coresched_hook_escaped_containers 0\n"), "{page}");
+    s.audit_violations = Some(3);
+    s.escaped = 2;
+    s.healed = 5;
+    let page = s.render();
+    assert!(page.contains("\noci_coresched_hook_audit_violations 3\n"), "{page}");
+    assert!(page.contains("\noci_coresched_hook_audit_up 1\n"), "{page}");
+    assert!(page.contains("\noci_coresched_hook_escaped_containers 2\n"), "{page}");
+    assert!(page.contains("\noci_coresched_hook_follow_escapes_healed_total 5\n"), "{page}");
+    std::fs::write(&path, &page).unwrap();
+    assert_eq!(read_page(&path).unwrap().as_deref(), Some(page.as_str()));
+    std::fs::write(&path, format!("{page}oci_coresched_hook_audit_violations_extra 1\n")).unwrap();
+    assert!(matches!(read_page(&path), Err(PageError::Foreign { .. })), "a longer name is not ours");
+}
