@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 /// Largest `config.json` read: well above real specs (the captured ones are 5–20 KB, seccomp
@@ -77,7 +77,8 @@ pub struct BundleConfig {
     pub annotations: BTreeMap<String, String>,
     /// `linux.cgroupsPath`, when set and not empty.
     pub cgroups_path: Option<String>,
-    /// `hooks` runs this hook at a stage that gives the cookie ([`names_hook`]).
+    /// `hooks` runs this hook at a stage that gives the cookie ([`names_hook`]); read only with
+    /// [`Hooks::Read`], else false.
     pub names_hook: bool,
 }
 
@@ -124,8 +125,9 @@ enum Key {
 }
 
 /// The visitors take JSON objects only: serde's derived ones would also take an array, by
-/// position, and read `["/x"]` as a `linux` whose cgroupsPath is `/x`.
-struct DocVisitor;
+/// position, and read `["/x"]` as a `linux` whose cgroupsPath is `/x`. `hooks` is kept only when
+/// the caller asks ([`Hooks::Read`]): the hook itself never builds it.
+struct DocVisitor(Hooks);
 
 /// See [`DocVisitor`].
 struct LinuxVisitor;
@@ -143,7 +145,8 @@ impl<'de> Visitor<'de> for DocVisitor {
             match key {
                 Key::Annotations => doc.annotations = map.next_value()?,
                 Key::Linux => doc.linux = map.next_value()?,
-                Key::Hooks => doc.hooks = map.next_value()?,
+                Key::Hooks if self.0 == Hooks::Read => doc.hooks = map.next_value()?,
+                Key::Hooks => drop(map.next_value::<IgnoredAny>()?),
                 Key::CgroupsPath | Key::Other => drop(map.next_value::<IgnoredAny>()?),
             }
         }
@@ -170,9 +173,14 @@ impl<'de> Visitor<'de> for LinuxVisitor {
     }
 }
 
-impl<'de> Deserialize<'de> for Doc {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(DocVisitor)
+/// A [`Doc`] read as its [`Hooks`] says.
+struct DocSeed(Hooks);
+
+impl<'de> DeserializeSeed<'de> for DocSeed {
+    type Value = Doc;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Doc, D::Error> {
+        d.deserialize_map(DocVisitor(self.0))
     }
 }
 
@@ -187,8 +195,22 @@ fn clip(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
+/// Whether a read looks into `hooks` ([`BundleConfig::names_hook`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks {
+    /// Skipped, `names_hook` false (the hook's own read: it knows it runs).
+    Skip,
+    /// Read (the runtimes' state, for the escape rule).
+    Read,
+}
+
 /// Reads at most [`MAX_CONFIG_BYTES`] of `path` (one open, one read) and parses it.
 pub fn read(path: &Path) -> Result<BundleConfig, BundleError> {
+    read_with(path, Hooks::Skip)
+}
+
+/// [`read`], `hooks` looked into as `hooks` says.
+pub fn read_with(path: &Path, hooks: Hooks) -> Result<BundleConfig, BundleError> {
     let read_err = |cause| BundleError::Read { path: path.to_path_buf(), cause };
     let file = std::fs::File::open(path).map_err(read_err)?;
     let mut bytes = Vec::new();
@@ -196,13 +218,20 @@ pub fn read(path: &Path) -> Result<BundleConfig, BundleError> {
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
         return Err(BundleError::TooLarge { path: path.to_path_buf() });
     }
-    parse(path, &bytes)
+    parse_with(path, &bytes, hooks)
 }
 
 /// Parses a `config.json` document; `path` only names it in errors.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<BundleConfig, BundleError> {
-    let doc: Doc =
-        serde_json::from_slice(bytes).map_err(|cause| BundleError::Json { path: path.to_path_buf(), cause })?;
+    parse_with(path, bytes, Hooks::Skip)
+}
+
+/// [`parse`], `hooks` looked into as `hooks` says.
+pub fn parse_with(path: &Path, bytes: &[u8], hooks: Hooks) -> Result<BundleConfig, BundleError> {
+    let json = |cause| BundleError::Json { path: path.to_path_buf(), cause };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let doc = DocSeed(hooks).deserialize(&mut de).map_err(json)?;
+    de.end().map_err(json)?;
     let field = |field, problem: String| BundleError::Field { path: path.to_path_buf(), field, problem };
     let annotations = match doc.annotations {
         None => BTreeMap::new(),

@@ -107,6 +107,7 @@ fn the_runtime_copy_of_an_annotation_wins() {
 
 #[test]
 fn hooks_name_this_hook_only_at_a_stage_that_gives_the_cookie() {
+    let ok = |doc: &str| parse_with(p(), doc.as_bytes(), Hooks::Read).unwrap_or_else(|e| panic!("{doc}: {e}"));
     let entry = |stage: &str, path: &str, args: &str| {
         format!(r#"{{"hooks": {{"{stage}": [{{"path": "/bin/true"}}, {{"path": "{path}", "args": {args}}}]}}}}"#)
     };
@@ -120,4 +121,6 @@ fn hooks_name_this_hook_only_at_a_stage_that_gives_the_cookie() {
     assert!(!ok(r#"{"hooks": {"createRuntime": "x"}}"#).names_hook, "a malformed hooks is only not ours");
     assert!(!ok(r#"{"hooks": 7}"#).names_hook);
     assert!(!ok("{}").names_hook);
+    let doc = entry("createRuntime", "/usr/bin/oci-coresched-hook", ours);
+    assert!(!parse(p(), doc.as_bytes()).unwrap().names_hook, "the hook's own read skips hooks");
 }

@@ -191,7 +191,7 @@ fn number(v: Option<&Value>) -> Option<u64> {
 /// Reads a `config.json` with the hook's reader ([`crate::host::bundle`]), so both decide alike. A
 /// missing file is normal (a bundle already removed); an unusable one is worth a warning.
 fn read_config(id: &str, path: &Path, fallback: &str) -> Option<BundleConfig> {
-    match crate::host::bundle::read(path) {
+    match crate::host::bundle::read_with(path, crate::host::bundle::Hooks::Read) {
         Ok(c) => Some(c),
         Err(e) if e.is_not_found() => {
             log::debug!("rebuild: container {id}: {}; {fallback}", crate::error::Chain(&e));

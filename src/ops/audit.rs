@@ -244,7 +244,7 @@ pub fn audit<K: CoreSched>(
     let mut escaping: Vec<(String, &super::escapes::Escaped)> = Vec::new();
     for e in &escaped {
         if let Some(key) = proc.cgroup(e.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
-            && !own_cgroup.as_deref().is_some_and(|mine| membership::owner(mine, [(key.as_str(), "", ())]).is_some())
+            && own_cgroup.as_deref().is_none_or(|mine| membership::owner(mine, [(key.as_str(), "", ())]).is_none())
         {
             escaping.push((key, e));
         }

@@ -421,6 +421,8 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                     last_heal_error.clear();
                     if h.healed > 0 {
                         sig = None; // the healed containers are members now
+                        // The audit's gauge counted them: audit again now rather than in a minute.
+                        next_sweep = Instant::now();
                     }
                 }
                 Err(e) => report(&mut last_heal_error, format!("reconcile --follow: escape scan: {e:#}")),
