@@ -16,7 +16,7 @@ log() { printf '\n==> %s\n' "$*"; }
 # prometheus brings promtool: the metrics unit test runs `promtool check metrics` (and fails
 # under CI without it). Installed without recommends, the service does not run here.
 # pyflakes3 checks the field tier's Python (a name error there would otherwise surface only in the guest).
-APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3)
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3 python3-yaml)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

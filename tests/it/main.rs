@@ -15,11 +15,13 @@ mod common;
 #[path = "../fakeworld/mod.rs"]
 mod fakeworld;
 
+mod alerts;
 mod architecture;
 mod bad_input;
 mod bundle_config;
 mod decision_routes;
 mod error_messages;
+mod escapes;
 mod explain_fixtures;
 mod faults;
 mod field_fixtures;

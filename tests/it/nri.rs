@@ -13,7 +13,7 @@
 use crate::fakeworld;
 mod endpoint;
 mod hostile;
-mod support;
+pub(crate) mod support;
 
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};

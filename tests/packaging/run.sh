@@ -231,6 +231,9 @@ usr/share/doc/$PKG/examples/containerd/base-runtime-spec.json|-rw-r--r--
 usr/share/doc/$PKG/examples/containerd/config-1.6-base-runtime-spec.toml|-rw-r--r--
 usr/share/doc/$PKG/examples/containerd/config-1.7-nri.toml|-rw-r--r--
 usr/share/doc/$PKG/examples/containerd/config-2.x-nri.toml|-rw-r--r--
+usr/share/doc/$PKG/examples/prometheus/$PKG.rules.yaml|-rw-r--r--
+usr/share/doc/$PKG/examples/prometheus/$PKG.rules.test.yaml|-rw-r--r--
+usr/share/doc/$PKG/examples/grafana/$PKG.dashboard.json|-rw-r--r--
 EOF
     for m in "${MANS[@]}"; do echo "usr/share/man/man1/$m|-rw-r--r--"; done
     # README's links: the docs pages and the changelog, beside it.
