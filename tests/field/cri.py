@@ -183,6 +183,12 @@ class Cri:
         )
         return int(json.loads(r.info.get("info", "{}")).get("pid", 0))
 
+    def remove_pod(self, pod_id):
+        """StopPodSandbox, RemovePodSandbox: the pod and its containers gone, as kubelet removes it."""
+        pb = self.pb
+        self.call("StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), pb.StopPodSandboxResponse)
+        self.call("RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), pb.RemovePodSandboxResponse)
+
     def stop_remove(self, cid):
         self.call("StopContainer", self.pb.StopContainerRequest(container_id=cid, timeout=0), self.pb.StopContainerResponse)
         self.call("RemoveContainer", self.pb.RemoveContainerRequest(container_id=cid), self.pb.RemoveContainerResponse)
@@ -195,13 +201,20 @@ def run(cmd, **kw):
 COOKIE_LINE = re.compile(r"^cookie of pid (\d+) is (0x[0-9a-f]+)$")
 
 
-def coresched(pid):
-    """The cookie of PID as util-linux coresched reads it ('0x...'), cross-checked with inspect."""
+def read_cookie(pid):
+    """The cookie of PID as util-linux coresched reads it ('0x...'), and nothing else: it asks the
+    hook nothing, so it reads on while the hook's commands cannot (the state lock held, an invalid
+    config, no hook installed)."""
     r = run(["coresched", "get", "-s", str(pid)])
     m = COOKIE_LINE.match(r.stdout.strip())
     if r.returncode != 0 or not m or int(m.group(1)) != pid:
         raise RuntimeError(f"coresched get -s {pid}: exit {r.returncode}: {r.stdout}{r.stderr}")
-    cookie = m.group(2)
+    return m.group(2)
+
+
+def coresched(pid):
+    """The cookie of PID as util-linux coresched reads it ('0x...'), cross-checked with inspect."""
+    cookie = read_cookie(pid)
     i = run([HOOK, "inspect", str(pid), "--json"])
     if i.returncode != 0:
         raise RuntimeError(f"inspect {pid}: exit {i.returncode}: {i.stderr}")

@@ -14,7 +14,9 @@
 # DaemonSet's NRI plugin, an ExecSync probe and a CRI Exec (kubectl exec's path) through its
 # follower, co-run pairs on those tenant pods (tests/field/isolation.py: two tenants, one group, an
 # exec'd recorder against another tenant), the plugin's container killed and restarted by
-# "kubelet" with tenant pods started meanwhile (catch-up, then exec'd processes covered), a rolling
+# "kubelet" with tenant pods started meanwhile (catch-up, then exec'd processes covered), tenant
+# pods whose hook failed open (the state lock held, an invalid config on the node) seen by `audit`,
+# counted by `metrics` and healed by the follow container (tests/field/escape.py), a rolling
 # update to the previous release's manifest and image (tests/field/previous-release.sh builds them
 # from this repository's history) and back to this release's, each with the tenants running
 # (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
@@ -37,6 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cri as base  # noqa: E402  (CRI client, TAP counters)
+import escape as esc  # noqa: E402  (fail-open containers: seen, counted, healed)
 import isolation as iso  # noqa: E402  (the co-run pairs)
 import kubelet  # noqa: E402  (the kubelet stand-in)
 
@@ -73,13 +76,9 @@ def sample(text, name):
     return None
 
 
-def cookie(pid):
-    """The cookie of PID as util-linux coresched reads it ('0x...')."""
-    r = run(["coresched", "get", "-s", str(pid)])
-    m = base.COOKIE_LINE.match(r.stdout.strip())
-    if r.returncode != 0 or not m or int(m.group(1)) != pid:
-        raise RuntimeError(f"coresched get -s {pid}: exit {r.returncode}: {r.stdout}{r.stderr}")
-    return m.group(2)
+# The cookie of a pid as util-linux coresched reads it ('0x...'); the package's `inspect` is gone
+# from this node.
+cookie = base.read_cookie
 
 
 class Timer:
@@ -199,6 +198,34 @@ def members():
 
 
 HOOK = [""]  # the installed binary (the manifest's HOOK_BIN_DIR), set in main
+
+
+class DaemonSetRoute(esc.CriRoute):
+    """tests/field/escape.py's scenarios on the DaemonSet: tenant pods of its own (esc-e1, esc-e2)
+    wired by the hook its NRI plugin injects (run on the node by runc), the node's binary for
+    `audit` and `metrics`, and its follow container as the follower. The escaped pods stay as
+    tenants of the later scenarios (the rolling update, the uninstall)."""
+
+    name = "DaemonSet (NRI plugin and follower in pods)"
+
+    def __init__(self, s):
+        super().__init__(s.cri)
+        self.s, self.hook = s, HOOK[0]
+
+    def started(self, key, pod_id, sb, cid):
+        self.s.tenants[key] = (pod_id, sb)
+        self.s.ctrs[key] = cid
+
+    def close(self):
+        kept = {pod_id for pod_id, _ in self.s.tenants.values()}
+        self.pods[:] = [p for p in self.pods if p not in kept]  # a sandbox whose container never started
+        super().close()
+
+    def follower_alive(self):
+        return self.cri.status(self.s.ds.containers["follow"].id).status.state == self.cri.pb.CONTAINER_RUNNING
+
+    def follower_log(self):
+        return self.s.ds.log("follow")
 
 
 # --- the scenarios -----------------------------------------------------------------------------
@@ -505,6 +532,19 @@ class Scenarios:
         self.probe_ok("CRI Exec", "d2", self.web["tenant-b"])
         self.timer.phase("catch-up checks")
 
+    def escape(self):
+        """Tenant pods whose hook failed open, seen by `audit`, counted by `metrics` and healed by
+        the follow container (tests/field/escape.py): the state lock held through a container's
+        createRuntime and poststart, and an invalid /etc/oci-coresched-hook/config.toml on the node
+        (the file the node's hook reads, and both DaemonSet containers through their hostPath).
+        Their group is tenant-a/web, whose cookie the tenants already hold; b1 is the other tenant."""
+        route = DaemonSetRoute(self)
+        b1 = esc.Ctr("b1", self.ctrs["b1"], self.cri.pid(self.ctrs["b1"]), "tenant-b/web")
+        b1.cookie = cookie(b1.pid)
+        esc.guarded(route, lambda: esc.run_route(route, "tenant-a", "web", b1, self.web["tenant-a"]))
+        self.own_at_zero("after the escape scenarios")
+        self.timer.phase("escape (failed open: seen, counted, healed)")
+
     def rolling_update(self, prev_manifest, prev_image_tar):
         """The DaemonSet's image updated between releases, as an admin rolls it out node by node
         (maxUnavailable 1: the old pod deleted, then the new one started): to the previous
@@ -691,6 +731,7 @@ def main():
         s.tenants_through_nri()
         s.endpoints()
         s.catch_up()
+        s.escape()
         s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
         s.rebuild()
         s.uninstall()

@@ -17,6 +17,11 @@
 #   isolation  tests/field/isolation.py: co-run pairs (two tenants, one group, an exec'd process
 #           against another tenant) through podman's hooks.d (rootful and rootless), containerd's base_runtime_spec and
 #           NRI plugin, right after a follower restart and after a containerd restart
+#   escape  tests/field/escape.py: containers whose hook failed open (the state lock held through
+#           their createRuntime and poststart; an invalid config) seen by `audit`, counted by
+#           `metrics` and healed by the follower unit, through podman's hooks.d and containerd's
+#           NRI plugin under kubelet's systemd cgroup driver (the DaemonSet part runs the same on
+#           its own pods and follower)
 #   upgrade tests/field/upgrade.py: the previous release (in/previous.deb) installed on a node
 #           without the package, pods of three groups on containerd's NRI with the systemd cgroup
 #           driver and podman containers, then a hook of each version beside the services of the
@@ -38,7 +43,7 @@ IN=$X/in
 export FIELD_CONFIG_BASE=$X/config.base.toml
 RESULTS=$X/results.tap
 : >"$RESULTS"
-PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec isolation) # between units.sh check and units.sh remove
+PARTS_IN_ORDER=(cri nri systemd-cgroup podman exec isolation escape) # between units.sh check and units.sh remove
 PARTS=" ${OCH_FIELD_PARTS:-units ${PARTS_IN_ORDER[*]} upgrade daemonset} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 EX=/usr/share/doc/oci-coresched-hook/examples/containerd
@@ -229,6 +234,17 @@ part_isolation() {
     containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "isolation (co-run pairs through the routes)" python3 tests/field/isolation.py "$GEN" /tmp/corun
+    systemctl stop containerd
+}
+
+# escape: fail-open containers seen, counted and healed, through podman's hooks.d file and
+# containerd's NRI plugin with kubelet's systemd cgroup driver (the follower: the reconcile unit).
+part_escape() {
+    phase escape
+    cp "$EX/base-runtime-spec.json" /etc/containerd/oci-coresched-hook-base-spec.json
+    containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
+    import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
+    part "escape (failed open: seen, counted, healed)" python3 tests/field/escape.py "$GEN"
     systemctl stop containerd
 }
 

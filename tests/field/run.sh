@@ -5,8 +5,10 @@
 # tests/field/guest.sh in it as a service: the .deb installed with apt and its systemd units,
 # containerd 1.7 CRI pods wired by base_runtime_spec as packaging/containerd/ documents and by the
 # NRI unit, podman 5 with crun and runc through the packaged hooks.d file, the exec window with the
-# follower unit, an upgrade from the previous release (tests/field/previous-release.sh builds its
-# .deb from this repository's history, cached by commit), its rollback and the upgrade again.
+# follower unit, containers whose hook failed open seen by `audit`, counted and healed by the
+# follower (tests/field/escape.py, also on the DaemonSet), an upgrade from the previous release
+# (tests/field/previous-release.sh builds its .deb from this repository's history, cached by
+# commit), its rollback and the upgrade again.
 # Cookies are read by util-linux coresched.
 #
 #   tests/field/run.sh [--update-fixtures]
@@ -21,11 +23,12 @@
 # same way, is /usr/bin/corun in the image and in/corun on the node (tests/field/isolation.py).
 # Env passed to the guest: OCH_FIELD_PARTS (default: all parts, in guest.sh's order), OCH_EXEC_N,
 # OCH_EXEC_N_{RUNC,CRUN,PODMAN,NSENTER,CRI,CRI_EXEC}, OCH_EXEC_FORKS, OCH_EXEC_COST_N
-# (tests/field/exec.sh), OCH_ISO_SECONDS, OCH_ISO_CONTROL_MIN (tests/field/isolation.py). OCH_FIELD_TIMEOUT: the guest's timeout in seconds (default 2700).
+# (tests/field/exec.sh), OCH_ISO_SECONDS, OCH_ISO_CONTROL_MIN (tests/field/isolation.py). OCH_FIELD_TIMEOUT: the guest's timeout in seconds (default 3600).
 # OCH_FIELD_KEEP=1 keeps the exchange directory (logs) after a passing run too.
 # The exchange directory (logs, captured states) is kept when the run fails, and its path printed.
 # The exec part's table (exec/exec-table.md in the exchange directory) is also copied to
-# target/field/exec-table.md, passing or failing.
+# target/field/exec-table.md, passing or failing; so are the escape scenarios' heal times
+# (escape/latency.txt, from the escape and DaemonSet parts) to target/field/escape-latency.txt.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
 
@@ -81,7 +84,7 @@ if [[ -n ${CI:-} && -n ${OCH_FIELD_PARTS:-} ]]; then
     log "OCH_FIELD_PARTS=$OCH_FIELD_PARTS is set under CI: the field tier runs all of its parts there"
     exit 1
 fi
-rm -f target/field/exec-table.md target/field/isolation-table.txt # never stale: copied from this run's guest below, or missing
+rm -f target/field/exec-table.md target/field/isolation-table.txt target/field/escape-latency.txt # never stale: copied from this run's guest below, or missing
 start=$(date +%s)
 rc=0
 genv=()
@@ -95,7 +98,7 @@ done
 S=$X/src
 mkdir -p "$S/tests" && cp -a tests/field "$S/tests/" && cp -a packaging "$S/"
 REPO=$PWD
-(cd "$S" && "$REPO/tests/vm/vm.sh" field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-2700}" "${genv[@]}" -- tests/field/guest.sh) || rc=$?
+(cd "$S" && "$REPO/tests/vm/vm.sh" field --xchg "$X" --timeout "${OCH_FIELD_TIMEOUT:-3600}" "${genv[@]}" -- tests/field/guest.sh) || rc=$?
 log "guest run: $(($(date +%s) - start)) s, exit status $rc"
 if [[ -f $X/exec/exec-table.md ]]; then
     mkdir -p target/field && cp -- "$X/exec/exec-table.md" target/field/exec-table.md
@@ -104,6 +107,10 @@ fi
 if [[ -f $X/isolation/table.txt ]]; then
     mkdir -p target/field && cp -- "$X/isolation/table.txt" target/field/isolation-table.txt
     log "co-run pairs through the routes (route|pair|wanted|share|control|try): target/field/isolation-table.txt"
+fi
+if [[ -f $X/escape/latency.txt ]]; then
+    mkdir -p target/field && cp -- "$X/escape/latency.txt" target/field/escape-latency.txt
+    log "fail-open containers healed, seconds from the cause's end (route|scenario|cause|seconds|reads|exec): target/field/escape-latency.txt"
 fi
 # The pages the DaemonSet part scraped as Prometheus does, checked by promtool (a reader this
 # project did not write) here on the host: the guest root has no promtool.

@@ -137,11 +137,6 @@ class SystemdCri(base.Cri):
         r = self.call("ExecSync", pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=60), pb.ExecSyncResponse, timeout=120)
         return r.exit_code, r.stdout.decode(errors="replace").strip(), r.stderr.decode(errors="replace").strip()
 
-    def remove_pod(self, pod_id):
-        pb = self.pb
-        self.call("StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), pb.StopPodSandboxResponse)
-        self.call("RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), pb.RemovePodSandboxResponse)
-
 
 def decisions(cid):
     """The hook's `decision {...}` log lines for container CID (all stages), parsed."""
