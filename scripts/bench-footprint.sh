@@ -6,8 +6,11 @@
 # What runs, over the shared fake kernel (`--features fake-kernel`, `OCH_FAKE_KERNEL`: this host
 # has no CONFIG_SCHED_CORE), each with `--listen` as in the DaemonSet:
 #   follow  `reconcile --follow` over 110 member containers (a `sleep` each, in a cgroup of its own
-#           in the host's cgroup2 tree, recorded by the hook's createRuntime as a runtime runs it),
-#           while every second one pod is replaced (its init killed, its poststop run, a new one
+#           in the host's cgroup2 tree, recorded by the hook's createRuntime as a runtime runs it,
+#           and in a runc-style runtime root the follower is given, as a node's runc keeps them:
+#           `state.json` and the bundle's `config.json` running the hook at createRuntime, so its
+#           escape scan reads every container every 2 s and finds none escaped), while every second
+#           one pod is replaced (its init killed, its state dir removed, its poststop run, a new one
 #           created) and 22 processes a second enter member cgroups (the liveness and readiness
 #           probes of 110 pods every 10 s), its /metrics scraped every 15 s;
 #   nri     the NRI plugin against examples/nri-churn.rs (the runtime's end): registration, a
@@ -18,7 +21,8 @@
 #
 # Needs root (the proc connector, the cgroups). Environment: OCH_BENCH_PODS (default 110),
 # OCH_BENCH_SECONDS (default 120), OCH_BENCH_RATE (NRI containers created a second, default 1),
-# OCH_BENCH_DIR (default /dev/shm).
+# OCH_BENCH_DIR (default /dev/shm), OCH_BENCH_HOOK (the follower's binary, e.g. another commit's
+# for an A/B; default the one built here: the hooks and the plugin are always this tree's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +43,7 @@ done
 cargo build --release --locked --features fake-kernel --bin oci-coresched-hook --example nri-churn
 hook=target/release/oci-coresched-hook
 churn=target/release/examples/nri-churn
+follower_bin=${OCH_BENCH_HOOK:-$hook}
 
 top="$v2/och-bench-footprint-$$"
 work=$(mktemp -d "$base/och-bench-footprint.XXXXXX")
@@ -57,15 +62,16 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir "$top"
-mkdir -p "$work/cgroup"
+mkdir -p "$work/cgroup" "$work/runc" "$work/bundles"
 ln -s "$v2" "$work/cgroup/unified"
 printf 'syslog = false\nlog_level = "info"\n' >"$work/config.toml"
 export OCH_FAKE_KERNEL="$work/fake-kernel.json" OCH_FAKE_CGROUP_ROOT="$work/cgroup"
 och=("$hook" --config "$work/config.toml" --state-dir "$work/state")
 
-# `pod N NAMESPACE`: a member container: a sleep in cgroup podN, recorded by createRuntime.
+# `pod N NAMESPACE`: a member container: a sleep in cgroup podN, recorded by createRuntime, then
+# its runc-style state (written with builtins: no process more than before for the follower to see).
 pod() {
-    mkdir -p "$top/pod$1"
+    mkdir -p "$top/pod$1" "$work/runc/c$1" "$work/bundles/c$1"
     # Started from a subshell: not a job of this shell, so its kill is not reported.
     local init
     init=$( (sleep 3600 </dev/null >/dev/null 2>&1 & echo $!) )
@@ -75,6 +81,13 @@ pod() {
         { echo "bench-footprint.sh: createRuntime of pod $1 failed:" >&2; tail -5 "$work/hook.log" >&2; exit 1; }
     echo "c$1 $init $2" >>"$work/pods"
     echo "$init" >"$work/init.$1"
+    local ann stat
+    printf -v ann '"io.kubernetes.pod.namespace":"%s","io.kubernetes.pod.name":"pod%s","oci-coresched-hook/group":"web"' "$2" "$1"
+    printf '{"ociVersion":"1.0.2","annotations":{%s},"hooks":{"createRuntime":[{"path":"/usr/bin/oci-coresched-hook","args":["oci-coresched-hook","hook"]}]}}' \
+        "$ann" >"$work/bundles/c$1/config.json"
+    read -r -a stat <"/proc/$init/stat"
+    printf '{"id":"c%s","init_process_pid":%s,"init_process_start":%s,"config":{"labels":["bundle=%s","io.kubernetes.pod.namespace=%s","io.kubernetes.pod.name=pod%s","oci-coresched-hook/group=web"]}}' \
+        "$1" "$init" "${stat[21]}" "$work/bundles/c$1" "$2" "$1" >"$work/runc/c$1/state.json"
 }
 # `unpod N`: the pod's init killed and its poststop run.
 unpod() {
@@ -82,6 +95,7 @@ unpod() {
     init=$(cat "$work/init.$1")
     kill -9 "$init" 2>/dev/null || true
     while kill -0 "$init" 2>/dev/null; do sleep 0.01; done
+    rm -rf "$work/runc/c$1" "$work/bundles/c$1"
     printf '{"ociVersion":"1.0.2","id":"c%s","status":"stopped","pid":%s,"annotations":{}}' "$1" "$init" |
         "${och[@]}" hook --stage poststop 2>>"$work/hook.log" || true
     rmdir "$top/pod$1" 2>/dev/null || true
@@ -98,7 +112,8 @@ served() {
     done
     echo "bench-footprint.sh: no endpoint address in $1:" >&2; cat "$1" >&2; exit 1
 }
-"${och[@]}" reconcile --follow --listen 127.0.0.1:0 2>"$work/follow.log" &
+OCH_FAKE_RUNTIME_ROOTS="runc:$work/runc" "$follower_bin" --config "$work/config.toml" --state-dir "$work/state" \
+    reconcile --follow --listen 127.0.0.1:0 2>"$work/follow.log" &
 follow=$!
 pids_to_kill+=("$follow")
 "$churn" "$work/nri.sock" --pids "$work/pods" --rate "$rate" --seconds "$seconds" >"$work/churn.out" 2>"$work/churn.err" &
@@ -151,6 +166,11 @@ report() { # name pid cpu0
 printf '%-7s %10s %10s %12s\n' container 'peak MiB' 'RSS MiB' 'millicores'
 report follow "$follow" "$c0_follow"
 report nri "$nri" "$c0_nri"
+# One more scrape, after the CPU was read: the view and the escape scan's figures at the end.
+curl -sf "http://$follow_at/metrics" >"$work/follow.page" || { echo "bench-footprint.sh: scrape of follow failed" >&2; exit 1; }
 members=$(awk '$1 == "oci_coresched_hook_follow_members" { print $2 }' "$work/follow.page")
-echo "runtime: $(cat "$work/churn.out"); follower view: $members members; pods replaced: $((next - pods - 1)); probe processes: $((tick * 22))"
+# The escape scan's figures (a follower that has one): none escaped, none healed.
+scan=$(awk '$1 == "oci_coresched_hook_escaped_containers" { e = $2 } $1 == "oci_coresched_hook_follow_escape_scans_total" { s = $2 }
+    $1 == "oci_coresched_hook_follow_escapes_healed_total" { h = $2 } END { if (s != "") printf ", %s escaped (%s escape scans, %s healed)", e, s, h }' "$work/follow.page")
+echo "runtime: $(cat "$work/churn.out"); follower view: $members members$scan; pods replaced: $((next - pods - 1)); probe processes: $((tick * 22))"
 grep -q 'oci_coresched_hook_nri_ready 1' "$work/nri.page" || { echo "bench-footprint.sh: the plugin was not ready" >&2; exit 1; }
