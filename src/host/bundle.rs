@@ -260,7 +260,8 @@ pub fn parse_with(path: &Path, bytes: &[u8], hooks: Hooks) -> Result<BundleConfi
 /// This program's name: the file name of its path in a hook entry, or the entry's `args[0]`.
 pub const HOOK_NAME: &str = "oci-coresched-hook";
 
-/// Whether a spec's `hooks` runs this hook's `hook` command at a stage that gives the cookie
+/// Whether a spec's `hooks` runs this hook's `hook` command (an argument `hook` after the
+/// program's name, options such as `--config` before it) at a stage that gives the cookie
 /// (`createRuntime`, `prestart` or `poststart`): the container's own hook ran, or was to run, for
 /// it. Anything else in `hooks` (another program, a malformed entry) is only not this hook.
 pub fn names_hook(hooks: &Value) -> bool {
@@ -271,7 +272,8 @@ pub fn names_hook(hooks: &Value) -> bool {
             };
             let args = h.get("args").and_then(Value::as_array);
             let arg = |i: usize| args.and_then(|a| a.get(i)).and_then(Value::as_str);
-            (named(h.get("path")) || arg(0) == Some(HOOK_NAME)) && arg(1) == Some("hook")
+            let runs_hook = args.is_some_and(|a| a.iter().skip(1).any(|v| v.as_str() == Some("hook")));
+            (named(h.get("path")) || arg(0) == Some(HOOK_NAME)) && runs_hook
         },
     )
 }

@@ -98,6 +98,14 @@ impl<'a> Oci<'a> {
         self.env.run(self.creating_cmd(&["run", "--bundle", &b, &bundle.id]), RUNTIME_TIMEOUT)
     }
 
+    /// `run -d --bundle B ID`: returns once the container runs and its poststart hooks are done
+    /// (deleted with `delete -f` when the test ends).
+    pub fn run_detached(&self, bundle: &Bundle) -> Output {
+        self.guard(&bundle.id);
+        let b = bundle.dir.display().to_string();
+        self.env.run(self.creating_cmd(&["run", "-d", "--bundle", &b, &bundle.id]), RUNTIME_TIMEOUT)
+    }
+
     /// `create --bundle B ID` (createRuntime; runc also runs poststart here).
     pub fn create(&self, bundle: &Bundle) -> Output {
         self.guard(&bundle.id);

@@ -3,10 +3,13 @@
 //! group and the reason; a container whose hook failed open while the state lock was held is
 //! named by `audit` (also while the cache cannot be opened), and the follower gives it its
 //! group's cookie once the lock is free, which its page, through `metrics` (the textfile route),
-//! counts.
+//! counts. Under a burst of starts through real runc and crun, whose poststart hooks take a
+//! second, an audit looping meanwhile never calls a container on its way up escaped, and calls
+//! one whose hook failed open so (each of the rule's `exec.fifo` and live-runtime conditions,
+//! removed alone, makes this test fail: checked by hand).
 //!
-//! Needs `--features fake-kernel`; without it the tests fail under `CI` and print `SKIPPED`
-//! otherwise.
+//! Needs `--features fake-kernel` (and root, runc, crun, a static busybox for the burst); without
+//! them the tests fail under `CI` and print `SKIPPED` otherwise.
 
 #[cfg(not(feature = "fake-kernel"))]
 #[test]
@@ -216,5 +219,125 @@ mod with_fake_kernel {
         let _ = child.wait();
         let (code, report) = audit(&w);
         assert_eq!(code, Some(0), "clean after the heal: {report:#}");
+    }
+}
+
+/// The escape rule under a burst of starts, through real runc and crun: containers whose poststart hook
+/// takes a second (a wrapper named like the hook, sleeping, then the hook) run at cookie 0 after
+/// their `exec.fifo` is gone, while `runc run` waits for that hook. An audit looping meanwhile
+/// must never call one escaped; a container whose hook fails open must be (the negative
+/// control, so that the loop could see one).
+#[cfg(feature = "fake-kernel")]
+mod burst {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use crate::common::{self, BundleSpec, HOOK, Oci, Rt, StageArgs, World, make_bundle};
+
+    fn fake_env(w: &World) -> Vec<String> {
+        vec![
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            format!("OCH_FAKE_KERNEL={}", w.kernel_file().display()),
+            format!("OCH_FAKE_CGROUP_ROOT={}", w.cgroup_root().display()),
+            "OCH_FAKE_RUNTIME_ROOTS=".into(),
+        ]
+    }
+
+    /// runc runs poststart inside `create`, its `exec.fifo` still there; crun inside `start`,
+    /// after the fifo is gone, so there only the live `crun` command keeps it from being called
+    /// escaped.
+    #[test]
+    fn runc_burst() {
+        burst(Rt::Runc, "runc_burst");
+    }
+
+    #[test]
+    fn crun_burst() {
+        burst(Rt::Crun, "crun_burst");
+    }
+
+    fn burst(rt: Rt, test: &str) {
+        if !common::require(test, &rt.needs()) {
+            return;
+        }
+        let w = World::fake_kernel(test, "lock_timeout_ms = 20000");
+        // A wrapper named like the hook, so the spec names it: a second's sleep, then the hook.
+        let wrap = w.path("wrap/oci-coresched-hook");
+        std::fs::create_dir_all(wrap.parent().unwrap()).unwrap();
+        std::fs::write(&wrap, format!("#!/bin/sh\nsleep 1\nexec {HOOK} \"$@\"\n")).unwrap();
+        std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let oci = Oci::new(&w, rt);
+        let bundle = |id: &str, config: &std::path::Path| {
+            let ann = vec![
+                ("io.kubernetes.pod.namespace".to_string(), "tenant-a".to_string()),
+                ("oci-coresched-hook/group".to_string(), "web".to_string()),
+            ];
+            let mut spec = BundleSpec::new(id, ann, StageArgs::Flags);
+            spec.pid_namespace = false;
+            spec.args = vec!["sleep".into(), "60".into()];
+            let b = make_bundle(&w, &spec);
+            let path = b.dir.join("config.json");
+            let mut c: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let args = ["oci-coresched-hook", "--config", &config.display().to_string(), "--state-dir"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([w.state_dir().display().to_string(), "hook".into(), "--stage".into(), "poststart".into()])
+                .collect::<Vec<_>>();
+            c["hooks"] = json!({"poststart": [{"path": wrap, "args": args, "env": fake_env(&w), "timeout": 20}]});
+            std::fs::write(&path, serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+            b
+        };
+        let root = w.path(&format!("{}-root", rt.name()));
+        let audit_cmd = || {
+            let mut c = w.cmd(&["--log-level", "off", "audit", "--json"]);
+            c.env("OCH_FAKE_RUNTIME_ROOTS", format!("{}:{}", rt.name(), root.display()));
+            c
+        };
+        let done = AtomicBool::new(false);
+        let (audits, false_alarms) = std::thread::scope(|s| {
+            let looper = s.spawn(|| {
+                let (mut n, mut alarms) = (0, Vec::new());
+                while !done.load(Ordering::Relaxed) {
+                    let out = common::run_command(None, audit_cmd(), None, Duration::from_secs(60));
+                    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("audit: {e}\n{out}"));
+                    if v["escaped"].as_array().is_some_and(|a| !a.is_empty()) {
+                        alarms.push(v);
+                    }
+                    n += 1;
+                }
+                (n, alarms)
+            });
+            let starts: Vec<_> = (0..6)
+                .map(|i| {
+                    let b = bundle(&w.container_id(&format!("burst{i}")), &w.config_path());
+                    let oci = &oci;
+                    s.spawn(move || {
+                        let out = oci.run_detached(&b);
+                        assert!(out.success(), "{} run -d: {out}", oci.rt.name());
+                    })
+                })
+                .collect();
+            for t in starts {
+                t.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+            looper.join().unwrap()
+        });
+        assert!(audits >= 3, "the audit ran {audits} times during the burst");
+        assert!(false_alarms.is_empty(), "a container on its way up was called escaped: {false_alarms:#?}");
+
+        // The negative control: a hook that fails open (its config does not parse) leaves its
+        // container escaped, and the same audit says so.
+        let broken = w.path("broken.toml");
+        std::fs::write(&broken, "log_level = [\n").unwrap();
+        let b = bundle(&w.container_id("control"), &broken);
+        assert!(oci.run_detached(&b).success());
+        let out = common::run_command(None, audit_cmd(), None, Duration::from_secs(60));
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        let escaped: Vec<&str> = v["escaped"].as_array().unwrap().iter().filter_map(|e| e["id"].as_str()).collect();
+        assert_eq!(escaped, [b.id.as_str()], "{v:#}");
     }
 }
