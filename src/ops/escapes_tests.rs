@@ -28,7 +28,7 @@ pub(crate) fn container(g: &Ground, id: &str, pid: Pid, hooks: &str, annotations
     st["init_process_pid"] = json!(pid);
     st["init_process_start"] = json!(1000 + pid as u64);
     st["config"]["labels"] = json!([format!("bundle={}", bundle.display())]);
-    st["config"]["hooks"] = json!(null);
+    st["config"]["Hooks"] = json!(null);
     let d = g.path("runc").join(id);
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("state.json"), st.to_string()).unwrap();
@@ -80,4 +80,21 @@ fn a_node_that_cannot_isolate_reports_no_escape_but_an_error() {
     let scan = crate::session::rebuild::scan(&roots(&g), &g.proc, &Config::default());
     let e = find(&scan.running, &g.kernel, &g.proc).unwrap_err();
     assert!(matches!(e, OpsError::Kernel { .. }), "{e}");
+}
+
+/// The DaemonSet's follower sees the runtimes' roots, not containerd's bundles: runc's
+/// `state.json` alone (libcontainer's `Hooks`, its labels) says the hook runs for it.
+#[test]
+fn runcs_state_alone_names_the_hook_when_the_bundle_is_out_of_sight() {
+    let g = Ground::new();
+    container(&g, "esc", 100, "{}", json!({}));
+    assert!(escaped(&g).is_empty(), "no hook in the spec: not an escape");
+    let file = g.path("runc/esc/state.json");
+    let mut st: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    st["config"]["Hooks"] = serde_json::from_str(OURS).unwrap();
+    std::fs::write(&file, st.to_string()).unwrap();
+    std::fs::remove_dir_all(g.path("bundles/esc")).unwrap();
+    let found = escaped(&g);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("esc:"), "{found:?}");
 }
