@@ -237,10 +237,8 @@ pub fn read_runc(dir: &Path, id: &str) -> Result<RuntimeContainer, RuntimeStateE
         state.pointer("/config/cgroups/path").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     // libcontainer keeps the spec's hooks in its config, in the spec's shape, under `Hooks`
     // (a Go field without a JSON tag).
-    let names_hook = ["/config/Hooks", "/config/hooks"]
-        .iter()
-        .filter_map(|p| state.pointer(p))
-        .any(crate::host::bundle::names_hook);
+    let names_hook =
+        ["/config/Hooks", "/config/hooks"].iter().filter_map(|p| state.pointer(p)).any(crate::host::bundle::names_hook);
     let mut c = RuntimeContainer {
         id: id.to_string(),
         pid,
