@@ -648,10 +648,14 @@ assert sc["capabilities"]["drop"] == ["ALL"] and sorted(sc["capabilities"]["add"
 assert sc["runAsUser"] == 0 and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False, sc
 assert not sc.get("privileged") and sc["seLinuxOptions"] == {"type": "spc_t"}, sc
 mounts = {host[m["name"]]: (m["mountPath"], bool(m.get("readOnly"))) for m in follow["volumeMounts"]}
-# The host's cgroup tree writable: the follower keeps cpu.idle of sched_idle members.
+# The host's cgroup tree writable: the follower keeps cpu.idle of sched_idle members. The
+# runtimes' state dirs read-only: it finds the containers whose hook failed open there.
 assert mounts == {"/run/oci-coresched-hook": ("/run/oci-coresched-hook", False),
                   "/etc/oci-coresched-hook": ("/etc/oci-coresched-hook", True),
-                  "/sys/fs/cgroup": ("/sys/fs/cgroup", False)}, mounts
+                  "/sys/fs/cgroup": ("/sys/fs/cgroup", False),
+                  "/run/runc": ("/run/runc", True),
+                  "/run/containerd/runc": ("/run/containerd/runc", True),
+                  "/run/crun": ("/run/crun", True)}, mounts
 cg = next(v for v in pod["volumes"] if v.get("hostPath", {}).get("path") == "/sys/fs/cgroup")
 assert cg["hostPath"]["type"] == "Directory", cg
 assert follow["resources"]["limits"]["memory"] and follow["resources"]["requests"]["cpu"], follow
