@@ -104,6 +104,7 @@ fn benches(c: &mut Criterion) {
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
         state_dir: state_dir.clone(),
         runtime_roots: Vec::new(),
+        sys_root: PathBuf::from("/sys"),
     };
     for (i, &pid) in members.iter().enumerate() {
         let d =
@@ -160,6 +161,7 @@ fn benches(c: &mut Criterion) {
         cgroup_root: PathBuf::from("/sys/fs/cgroup"),
         state_dir: shared_dir.clone(),
         runtime_roots: Vec::new(),
+        sys_root: PathBuf::from("/sys"),
     };
     for (i, &pid) in members.iter().enumerate() {
         let d =

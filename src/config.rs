@@ -134,6 +134,10 @@ pub struct Config {
     /// The follower (`reconcile --follow`) sets `kernel.sched_schedstats = 1` when it starts, so
     /// that the kernel counts forced idle (what each group's isolation costs).
     pub enable_schedstats: bool,
+    /// Refuse to make or share a cookie while a sched_ext scheduler is loaded
+    /// ([`crate::host::sched_ext`]): on an SMT host running sched_ext, a cookie can hang the
+    /// machine (github.com/sched-ext/scx/issues/3715). `false` only for a kernel known to be fixed.
+    pub sched_ext_guard: bool,
     /// Per-QoS-class rules, keyed by LSE, LSR, LS, BE. Missing classes use the default rule.
     pub qos: BTreeMap<QosClass, QosRule>,
 }
@@ -148,6 +152,7 @@ impl Default for Config {
             log_file: None,
             allow_cross_namespace_groups: false,
             enable_schedstats: false,
+            sched_ext_guard: true,
             qos: BTreeMap::new(),
         }
     }

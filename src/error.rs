@@ -50,11 +50,13 @@ pub enum FailureReason {
     Shim,
     /// The config file could not be read or parsed (counted in the fail-open ledger only).
     Config,
+    /// The sched_ext guard held the cookie off ([`crate::host::sched_ext`]).
+    SchedExt,
 }
 
 impl FailureReason {
     /// Every reason, in label order.
-    pub const ALL: [FailureReason; 13] = [
+    pub const ALL: [FailureReason; 14] = [
         FailureReason::BadInput,
         FailureReason::Cache,
         FailureReason::Cgroup,
@@ -63,6 +65,7 @@ impl FailureReason {
         FailureReason::Kernel,
         FailureReason::LockTimeout,
         FailureReason::Proc,
+        FailureReason::SchedExt,
         FailureReason::Shim,
         FailureReason::StateDir,
         FailureReason::TargetGone,
@@ -86,6 +89,7 @@ impl FailureReason {
             FailureReason::Cgroup => "cgroup",
             FailureReason::Shim => "shim",
             FailureReason::Config => "config",
+            FailureReason::SchedExt => "sched_ext",
         }
     }
 }

@@ -50,6 +50,7 @@ impl Ground {
             cgroup_root: self.path("cg"),
             state_dir,
             runtime_roots: Vec::new(),
+            sys_root: self.path("sys"),
         }
     }
 }

@@ -127,19 +127,21 @@ fn run_command(cli: Cli) -> ExitCode {
         Err(code) => return code,
     };
     match &cli.command {
-        Command::Inspect { pid, json } => in_system(&cli, |sys| commands::inspect(&sys, &config, *pid, *json)),
-        Command::List { json } => in_system(&cli, |sys| commands::list(&sys, &config, *json)),
-        Command::Gc { json } => in_system(&cli, |sys| commands::gc(&sys, &config, *json)),
+        Command::Inspect { pid, json } => in_system(&cli, &config, |sys| commands::inspect(&sys, &config, *pid, *json)),
+        Command::List { json } => in_system(&cli, &config, |sys| commands::list(&sys, &config, *json)),
+        Command::Gc { json } => in_system(&cli, &config, |sys| commands::gc(&sys, &config, *json)),
         Command::Reconcile { follow: true, interval, listen, .. } => {
-            in_system(&cli, |sys| commands::follow(&sys, &config, config_file(&cli), *interval, *listen))
+            in_system(&cli, &config, |sys| commands::follow(&sys, &config, config_file(&cli), *interval, *listen))
         }
         Command::Reconcile { dry_run, once: _, interval, follow: false, json, listen: _ } => {
-            in_system(&cli, |sys| commands::reconcile(&sys, &config, *dry_run, *interval, *json))
+            in_system(&cli, &config, |sys| commands::reconcile(&sys, &config, *dry_run, *interval, *json))
         }
         Command::Rebuild { runc_root, crun_root, json } => {
-            in_system(&cli, |sys| commands::rebuild(&sys, &config, runc_root, crun_root, *json))
+            in_system(&cli, &config, |sys| commands::rebuild(&sys, &config, runc_root, crun_root, *json))
         }
-        Command::Metrics { output } => in_system(&cli, |sys| commands::metrics(&sys, &config, output.as_ref())),
+        Command::Metrics { output } => {
+            in_system(&cli, &config, |sys| commands::metrics(&sys, &config, output.as_ref()))
+        }
         Command::Audit { json } => audit(&cli, &config, *json),
         Command::Nri { socket, plugin_name, plugin_index, hook_path, once, listen } => in_state_dir(&cli, |d| {
             let opts = crate::agent::nri::Options {
@@ -149,7 +151,7 @@ fn run_command(cli: Cli) -> ExitCode {
                 hook_path: hook_path.clone(),
                 once: *once,
                 listen: *listen,
-                surroundings: Surroundings::of_this_process(d.to_path_buf()),
+                surroundings: Surroundings::of_this_process(d.to_path_buf(), &config),
             };
             Ok(crate::agent::nri::run(&opts, &config)?)
         }),
@@ -217,7 +219,7 @@ fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
             return ExitCode::Usage;
         }
     };
-    match commands::audit(&System::new(Surroundings::of_this_process(d)), config, json) {
+    match commands::audit(&System::new(Surroundings::of_this_process(d, config)), config, json) {
         Ok(a) if a.violations > 0 => ExitCode::Failure,
         Ok(a) if a.cache_unusable => ExitCode::Usage,
         Ok(_) => ExitCode::Success,
@@ -229,8 +231,8 @@ fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
 }
 
 /// [`in_state_dir`] with the [`System`] built over that state dir.
-fn in_system(cli: &Cli, f: impl FnOnce(System) -> anyhow::Result<()>) -> ExitCode {
-    in_state_dir(cli, |d| f(System::new(Surroundings::of_this_process(d.to_path_buf()))))
+fn in_system(cli: &Cli, config: &Config, f: impl FnOnce(System) -> anyhow::Result<()>) -> ExitCode {
+    in_state_dir(cli, |d| f(System::new(Surroundings::of_this_process(d.to_path_buf(), config))))
 }
 
 fn finish(r: anyhow::Result<()>) -> ExitCode {

@@ -103,6 +103,7 @@ impl HookError {
         match self {
             HookError::UnknownStatus(_) | HookError::BadId(_) => FailureReason::BadInput,
             HookError::InvalidAnnotation { .. } => FailureReason::InvalidAnnotation,
+            HookError::Unsupported(KernelError::SchedExt(_)) => FailureReason::SchedExt,
             HookError::Unsupported(_) => FailureReason::Unsupported,
             HookError::Dir(DirError::LockTimeout { .. }) => FailureReason::LockTimeout,
             HookError::Dir(_) => FailureReason::StateDir,

@@ -109,7 +109,7 @@ pub fn run(inv: Invocation<'_>) -> Verdict {
             return fail(config, err, at, inv.state_dir.map(Path::to_path_buf));
         }
     };
-    let sys = System::new(Surroundings::of_this_process(state_dir));
+    let sys = System::new(Surroundings::of_this_process(state_dir, config));
     // The runtime that runs the hook is its parent: its own parent may be the pod's shim.
     let runtime = std::os::unix::process::parent_id() as crate::values::Pid;
     let result = super::run_with(&decision, config, &sys, RelayOn::CallingThread, shim::Proof::Runtime(runtime));

@@ -7,10 +7,12 @@
 pub mod bundle;
 pub mod cgroup;
 pub(crate) mod cgroup_ns;
+pub mod cpu;
 pub mod kernel;
 pub mod oci_state;
 pub mod proc_events;
 pub mod procfs;
 pub mod runtimes;
+pub mod sched_ext;
 pub mod state_dir;
 pub mod system;

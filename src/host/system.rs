@@ -12,6 +12,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::config::Config;
 use crate::host::kernel::{self, CoreSched};
 use crate::host::procfs::ProcFs;
 use crate::host::runtimes::RuntimeRoot;
@@ -29,19 +30,35 @@ pub struct Surroundings {
     pub state_dir: PathBuf,
     /// The runtimes' state directories a cache that lacks containers is refilled from.
     pub runtime_roots: Vec<RuntimeRoot>,
+    /// The sysfs tree (`/sys`): the sched_ext state, SMT and the CPU's vulnerabilities.
+    pub sys_root: PathBuf,
+    /// Whether the kernel calls go through the sched_ext guard (the config's `sched_ext_guard`).
+    pub sched_ext_guard: bool,
 }
 
 impl Surroundings {
-    /// This process's: `/proc`, [`crate::host::cgroup::root`], `state_dir` and
-    /// [`RuntimeRoot::of_this_process`].
-    pub fn of_this_process(state_dir: PathBuf) -> Self {
+    /// This process's: `/proc`, [`crate::host::cgroup::root`], `state_dir`,
+    /// [`RuntimeRoot::of_this_process`], `/sys` and the guard as `config` sets it.
+    pub fn of_this_process(state_dir: PathBuf, config: &Config) -> Self {
         Self {
             proc_root: PathBuf::from("/proc"),
             cgroup_mount: crate::host::cgroup::root(),
             state_dir,
             runtime_roots: RuntimeRoot::of_this_process(),
+            sys_root: sys_root(),
+            sched_ext_guard: config.sched_ext_guard,
         }
     }
+}
+
+/// `/sys`; builds with the non-default `fake-kernel` feature read `OCH_FAKE_SYS` instead when it
+/// is set (tests of the guard over a fake sysfs tree); a release build has no such code path.
+pub fn sys_root() -> PathBuf {
+    #[cfg(feature = "fake-kernel")]
+    if let Some(dir) = std::env::var_os("OCH_FAKE_SYS") {
+        return PathBuf::from(dir);
+    }
+    PathBuf::from("/sys")
 }
 
 /// The kernel, `/proc`, the cgroup mount and the state dir one run acts on.
@@ -56,6 +73,8 @@ pub struct System<K = Box<dyn CoreSched>> {
     pub state_dir: PathBuf,
     /// The runtimes' state directories.
     pub runtime_roots: Vec<RuntimeRoot>,
+    /// The sysfs tree.
+    pub sys_root: PathBuf,
 }
 
 impl<K> fmt::Debug for System<K> {
@@ -65,14 +84,17 @@ impl<K> fmt::Debug for System<K> {
             .field("cgroup_root", &self.cgroup_root)
             .field("state_dir", &self.state_dir)
             .field("runtime_roots", &self.runtime_roots)
+            .field("sys_root", &self.sys_root)
             .finish_non_exhaustive()
     }
 }
 
 impl System {
-    /// The system of `surroundings` with the kernel the binary uses ([`kernel::system`]).
+    /// The system of `surroundings` with the kernel the binary uses, behind the sched_ext guard
+    /// unless the config opted out ([`kernel::guarded`]).
     pub fn new(surroundings: Surroundings) -> Self {
-        Self::with_kernel(surroundings, kernel::system())
+        let guard = surroundings.sched_ext_guard.then(|| surroundings.sys_root.clone());
+        Self::with_kernel(surroundings, kernel::guarded(guard))
     }
 }
 
@@ -80,8 +102,9 @@ impl<K> System<K> {
     /// The system of `surroundings` over `kernel`: `/proc` mapped to host cgroup paths when this
     /// process has a cgroup namespace of its own ([`crate::host::cgroup_ns::host_procfs`]).
     pub fn with_kernel(surroundings: Surroundings, kernel: K) -> Self {
-        let Surroundings { proc_root, cgroup_mount, state_dir, runtime_roots } = surroundings;
+        let Surroundings { proc_root, cgroup_mount, state_dir, runtime_roots, sys_root, sched_ext_guard: _ } =
+            surroundings;
         let proc = crate::host::cgroup_ns::host_procfs(ProcFs::new(proc_root), &cgroup_mount);
-        Self { kernel, proc, cgroup_root: cgroup_mount, state_dir, runtime_roots }
+        Self { kernel, proc, cgroup_root: cgroup_mount, state_dir, runtime_roots, sys_root }
     }
 }

@@ -112,6 +112,7 @@ impl World {
             cgroup_root: self.cgroup_root(),
             state_dir: self.state_dir(),
             runtime_roots: Vec::new(),
+            sys_root: self.dir.path().join("sys"),
         };
         let done = std::thread::scope(|s| {
             s.spawn(|| hook::run(&decision, &self.config, &sys)).join().expect("the hook panicked")

@@ -65,6 +65,7 @@ fn kernel_errors() -> Vec<KernelError> {
         KernelError::NoSuchProcess(41),
         KernelError::PermissionDenied(42),
         KernelError::Other { pid: 43, errno: 22 },
+        KernelError::SchedExt("the sched_ext scheduler \"simple\" is enabled".into()),
     ];
     for e in &all {
         match e {
@@ -72,7 +73,8 @@ fn kernel_errors() -> Vec<KernelError> {
             | KernelError::NoSmt
             | KernelError::NoSuchProcess(_)
             | KernelError::PermissionDenied(_)
-            | KernelError::Other { .. } => {}
+            | KernelError::Other { .. }
+            | KernelError::SchedExt(_) => {}
         }
     }
     all

@@ -105,6 +105,7 @@ fn stopped_and_sandbox_containers_are_skipped_without_touching_anything() {
         cgroup_root: dir.path().to_path_buf(),
         state_dir: dir.path().join("state"),
         runtime_roots: Vec::new(),
+        sys_root: dir.path().join("sys"),
     };
     let s = catch_up(&[pod], &[stopped, sandbox, unknown], &Config::default(), &sys, dir.path());
     assert_eq!(s, Summary { skipped: 3, ..Summary::default() });
@@ -172,6 +173,8 @@ fn a_catch_up_in_a_cgroup_namespace_of_its_own_records_host_paths() {
         cgroup_mount: mount,
         state_dir: dir.path().join("state"),
         runtime_roots: Vec::new(),
+        sys_root: dir.path().join("sys"),
+        sched_ext_guard: true,
     };
     let sys = System::with_kernel(surroundings, kernel);
     let pod = PodSandbox { id: "sb".into(), namespace: "tenant-a".into(), ..Default::default() };

@@ -11,7 +11,10 @@ fn test_options() -> Options {
         hook_path: "/h".into(),
         once: true,
         listen: None,
-        surroundings: crate::host::system::Surroundings::of_this_process("/nonexistent".into()),
+        surroundings: crate::host::system::Surroundings::of_this_process(
+            "/nonexistent".into(),
+            &crate::config::Config::default(),
+        ),
     }
 }
 

@@ -80,6 +80,7 @@ impl EngineError {
     /// The metrics label of this failure.
     pub fn reason(&self) -> FailureReason {
         match self {
+            EngineError::Kernel { source: KernelError::SchedExt(_), .. } => FailureReason::SchedExt,
             EngineError::Kernel { source, .. } if source.is_unsupported() => FailureReason::Unsupported,
             EngineError::Kernel { .. } => FailureReason::Kernel,
             EngineError::Store(_) => FailureReason::Cache,

@@ -4,6 +4,7 @@
 //! (tests and the non-default `fake-kernel` feature only) models the same semantics in memory.
 //! Everything above this module speaks [`CoreSched`] and never sees an errno.
 
+pub mod guard;
 pub mod linux;
 
 #[cfg(any(test, feature = "fake-kernel"))]
@@ -35,6 +36,14 @@ pub enum KernelError {
     /// ENODEV: the kernel supports core scheduling but SMT is off or absent.
     #[error("core scheduling is unavailable: SMT is off or this CPU has no SMT siblings")]
     NoSmt,
+    /// Held off by the sched_ext guard ([`guard`]): a sched_ext scheduler is loaded (or its
+    /// state cannot be told), and a cookie on such an SMT host can hang it. The text names it.
+    #[error(
+        "core scheduling is held off: {0}, and making a cookie on an SMT host that runs sched_ext can hang \
+         it (https://github.com/sched-ext/scx/issues/3715); set sched_ext_guard = false in the config only \
+         on a kernel known to be fixed"
+    )]
+    SchedExt(String),
     /// ESRCH: no such task.
     #[error("no such process {0}")]
     NoSuchProcess(Pid),
@@ -54,7 +63,7 @@ pub enum KernelError {
 impl KernelError {
     /// True when the error means "this machine cannot do core scheduling at all".
     pub fn is_unsupported(&self) -> bool {
-        matches!(self, KernelError::Unsupported | KernelError::NoSmt)
+        matches!(self, KernelError::Unsupported | KernelError::NoSmt | KernelError::SchedExt(_))
     }
 }
 
@@ -101,6 +110,15 @@ macro_rules! forward_core_sched {
     )*};
 }
 forward_core_sched!(&K, Box<K>);
+
+/// The kernel the binary uses behind the sched_ext guard ([`guard::Guarded`]) when `guard` names
+/// the sysfs tree to read, or bare when the config opted out.
+pub fn guarded(guard: Option<std::path::PathBuf>) -> Box<dyn CoreSched> {
+    match guard {
+        Some(sys_root) => Box::new(guard::Guarded::new(system(), sys_root)),
+        None => system(),
+    }
+}
 
 /// The kernel the binary uses: `prctl` on the running kernel. Builds with the non-default
 /// `fake-kernel` feature (benchmarks, multi-process tests) use the shared fake instead when
