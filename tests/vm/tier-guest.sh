@@ -1,7 +1,7 @@
 #!/bin/sh
 # The VM tier's guest side (tests/vm/tier.sh boots the guest and runs this in it):
 #   tests/vm/tier-guest.sh LIBTEST
-# runs its seven parts in order, stops at the first that fails, and prints each part's wall time
+# runs its eight parts in order, stops at the first that fails, and prints each part's wall time
 # (TCG is slow and the tier runs under a timeout: the times say where it goes).
 set -u
 part() { # part LABEL CMD...
@@ -21,3 +21,4 @@ part "operations: reconcile and rebuild" tests/vm/e2e-ops.sh
 part "audit: seeded violations found, a clean node clean" tests/vm/audit.sh
 part "forced idle per group: flat alone, charged when contending" tests/vm/forced-idle.sh
 part "isolation: who ran at once on the two SMT siblings (runc, crun)" tests/vm/isolation.sh
+part "the node: doctor, the sched_ext guard, SMT off and on" tests/vm/node.sh

@@ -11,6 +11,8 @@
 #      tenants that contend;
 #   6. tests/vm/isolation.sh: whether containers of two groups ever ran on the two SMT siblings at
 #      once, and whether one group's did (the co-run recorder, examples/corun.rs).
+#   7. tests/vm/node.sh: `doctor` on the node, the sched_ext guard with real runc (a tmpfs over
+#      /sys/kernel showing a loaded scheduler), `doctor` with SMT turned off and on again.
 # Any guest failure, panic or timeout fails this script.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
