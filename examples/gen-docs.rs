@@ -94,7 +94,19 @@ mod tests {
         let files = completions(dir.path()).unwrap();
         assert_eq!(files.len(), 3);
         let bash = std::fs::read_to_string(dir.path().join("oci-coresched-hook.bash")).unwrap();
-        for sub in ["hook", "explain", "inspect", "list", "gc", "reconcile", "rebuild", "metrics"] {
+        for sub in [
+            "hook",
+            "explain",
+            "inspect",
+            "list",
+            "gc",
+            "reconcile",
+            "rebuild",
+            "metrics",
+            "doctor",
+            "status",
+            "check-config",
+        ] {
             assert!(bash.contains(sub), "bash completion lacks {sub}");
         }
     }
@@ -104,7 +116,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pages = man_pages(dir.path()).unwrap();
         assert!(pages.iter().any(|p| p.ends_with("oci-coresched-hook.1")));
-        assert!(pages.iter().any(|p| p.ends_with("oci-coresched-hook-hook.1")));
+        for page in ["hook", "doctor", "status", "check-config"] {
+            assert!(
+                pages.iter().any(|p| p.ends_with(format!("oci-coresched-hook-{page}.1"))),
+                "no man page for {page}"
+            );
+        }
         let main = std::fs::read_to_string(dir.path().join("oci-coresched-hook.1")).unwrap();
         assert!(main.contains(".TH oci-coresched-hook"), "{}", &main[..200.min(main.len())]);
         assert!(main.contains("Exit codes"));

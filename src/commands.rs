@@ -89,8 +89,15 @@ pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<Aud
     Ok(Audited { violations, cache_unusable: report.cache_error.is_some() })
 }
 
-/// `list` / `status`.
+/// `list`: first, when the kernel cannot isolate, one line saying why (text only: the JSON is an
+/// array, whose shape scripts rely on).
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
+    if !as_json {
+        let probe = crate::host::kernel::system().probe();
+        if let Some(line) = ops::doctor::cannot_isolate(&sys.sys_root, &probe, config.sched_ext_guard) {
+            print_out(&format!("{line}\n"));
+        }
+    }
     let mut session = read_session(sys, config)?;
     let idle = force_idle(sys, config, session.as_mut())?;
     let groups = match &session {
@@ -99,6 +106,17 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
     };
     print_out(&if as_json { json(&groups)? } else { ops::list::render(&groups, idle.advice().as_deref()) });
     Ok(())
+}
+
+/// `doctor` (`short`: `status`): prints the report; returns its exit status (0 or 1).
+pub fn doctor<K: crate::host::kernel::CoreSched>(
+    node: &ops::doctor::Node<'_, K>,
+    short: bool,
+    as_json: bool,
+) -> anyhow::Result<u8> {
+    let report = ops::doctor::examine(node)?;
+    print_out(&if as_json { json(&report)? } else { ops::doctor::render(&report, short) });
+    Ok(report.exit_code)
 }
 
 /// Runs `f` on the cache under the lock in one transaction, with the recorded stops applied

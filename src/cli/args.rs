@@ -140,12 +140,44 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List cached groups and members, with liveness and current cookies
-    #[command(visible_alias = "status")]
+    /// List cached groups and members, with liveness and current cookies; first, a line when the
+    /// kernel cannot isolate (no core scheduling while SMT is on, or the sched_ext guard)
     List {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+    },
+    /// Say whether this node isolates tenants with core scheduling, and why not: a verdict, then
+    /// one line per fact (kernel, SMT, vulnerabilities, schedstats, sched_ext, config, state dir,
+    /// cache, hooks.d, containerd, routes, follower, NRI plugin, audit, fail-opens), worst first.
+    /// Read-only. Exit 0: it isolates (or SMT is off: nothing to isolate); 1: it does not, or is at
+    /// risk; 2: it could not run
+    Doctor {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+        /// Read the node's files (hooks.d, the engines' configs, the binaries they name) under DIR,
+        /// e.g. /host in a container that mounts the node there
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        host_root: PathBuf,
+    },
+    /// doctor's short form: the verdict and the facts that are not ok (fail, warn); the same exit
+    /// codes and the same --json
+    Status {
+        /// Print JSON (the same object as doctor's)
+        #[arg(long)]
+        json: bool,
+        /// As doctor's --host-root
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        host_root: PathBuf,
+    },
+    /// Check a config file without touching anything else. Exit 0: valid (a missing default
+    /// file: the defaults apply); 1: invalid (the error names the key and line); 2: it cannot be
+    /// read (an explicit FILE missing, permission denied)
+    CheckConfig {
+        /// The file [default: --config, else /etc/oci-coresched-hook/config.toml]
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
     },
     /// Drop members whose init died or whose pid was reused, and empty groups
     Gc {

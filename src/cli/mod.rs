@@ -94,9 +94,9 @@ pub fn run_hook_only(cli: Cli) -> ExitCode {
     code
 }
 
-/// What every command does first: the config loaded (a config error is kept for the hook and
-/// `explain`, which decide what it means, and a usage error for the other commands), the log
-/// level checked and logging started.
+/// What every command does first: the config loaded (a config error is kept for the hook,
+/// `explain`, `doctor`, `status` and `check-config`, which decide what it means, and a usage
+/// error for the other commands), the log level checked and logging started.
 fn prologue(cli: &Cli) -> Result<(Config, Option<ConfigError>), ExitCode> {
     let (config, config_error) = load_config(cli);
     crate::timing::mark("config");
@@ -113,7 +113,16 @@ fn prologue(cli: &Cli) -> Result<(Config, Option<ConfigError>), ExitCode> {
     }
     crate::timing::mark("logging");
     match config_error {
-        Some(e) if !matches!(cli.command, Command::Hook { .. } | Command::Explain { .. }) => {
+        Some(e)
+            if !matches!(
+                cli.command,
+                Command::Hook { .. }
+                    | Command::Explain { .. }
+                    | Command::Doctor { .. }
+                    | Command::Status { .. }
+                    | Command::CheckConfig { .. }
+            ) =>
+        {
             print_error(&e.into());
             Err(ExitCode::Usage)
         }
@@ -143,6 +152,9 @@ fn run_command(cli: Cli) -> ExitCode {
             in_system(&cli, &config, |sys| commands::metrics(&sys, &config, output.as_ref()))
         }
         Command::Audit { json } => audit(&cli, &config, *json),
+        Command::Doctor { json, host_root } => doctor(&cli, &config, config_error.as_ref(), false, *json, host_root),
+        Command::Status { json, host_root } => doctor(&cli, &config, config_error.as_ref(), true, *json, host_root),
+        Command::CheckConfig { file } => check_config(&cli, file.as_deref()),
         Command::Nri { socket, plugin_name, plugin_index, hook_path, once, listen } => in_state_dir(&cli, |d| {
             let opts = crate::agent::nri::Options {
                 socket: socket.clone(),
@@ -230,6 +242,78 @@ fn audit(cli: &Cli, config: &crate::config::Config, json: bool) -> ExitCode {
     }
 }
 
+/// `doctor` (`short`: `status`): 0 when the node isolates (or has nothing to isolate), 1 when it
+/// does not or is at risk, 2 when doctor could not run (the error printed). A state dir that
+/// cannot be chosen and a config that does not load are facts of the report, not errors.
+fn doctor(
+    cli: &Cli,
+    config: &Config,
+    config_error: Option<&ConfigError>,
+    short: bool,
+    json: bool,
+    host_root: &Path,
+) -> ExitCode {
+    use crate::ops::doctor::{ConfigFile, Node};
+    let (path, explicit) = config_file(cli);
+    let (state_dir, state_dir_error) = match choice::choose(cli.state_dir.as_deref(), &ThisProcess) {
+        Ok(d) => (d, None),
+        Err(e) => (PathBuf::from(crate::host::state_dir::DEFAULT_STATE_DIR), Some(crate::error::Chain(&e).to_string())),
+    };
+    let sys = System::new(Surroundings::of_this_process(state_dir, config));
+    let self_exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let node = Node {
+        sys: &sys,
+        // The kernel's own answer: the guard's refusal is the sched_ext fact.
+        probe: crate::host::kernel::system().probe(),
+        config,
+        config_file: ConfigFile { path: &path, explicit, error: config_error },
+        state_dir_error,
+        host_root,
+        self_exe: &self_exe,
+        self_pid: std::process::id() as i32,
+    };
+    match commands::doctor(&node, short, json) {
+        Ok(0) => ExitCode::Success,
+        Ok(_) => ExitCode::Failure,
+        Err(e) => {
+            print_error(&e);
+            ExitCode::Usage
+        }
+    }
+}
+
+/// `check-config [FILE]`: 0 valid (or a missing default file: the defaults), 1 invalid, 2 cannot
+/// be read. `FILE` defaults to `--config`, else the default path.
+fn check_config(cli: &Cli, file: Option<&Path>) -> ExitCode {
+    let (path, explicit) = match file {
+        Some(f) => (f.to_path_buf(), true),
+        None => config_file(cli),
+    };
+    match checked_config(&path, explicit) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::Success
+        }
+        Err((code, e)) => {
+            print_error(&e.into());
+            code
+        }
+    }
+}
+
+/// What `check-config` says of `path` (`explicit`: named on the command line, so it must exist),
+/// or the error and its exit status: `Failure` for an invalid file, `Usage` for one that cannot
+/// be read.
+fn checked_config(path: &Path, explicit: bool) -> Result<String, (ExitCode, ConfigError)> {
+    let missing = matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    match Config::load(path, explicit) {
+        Ok(_) if missing => Ok(format!("no config file at {}: the defaults apply", path.display())),
+        Ok(_) => Ok(format!("{} is valid", path.display())),
+        Err(e @ ConfigError::Invalid { .. }) => Err((ExitCode::Failure, e)),
+        Err(e) => Err((ExitCode::Usage, e)),
+    }
+}
+
 /// [`in_state_dir`] with the [`System`] built over that state dir.
 fn in_system(cli: &Cli, config: &Config, f: impl FnOnce(System) -> anyhow::Result<()>) -> ExitCode {
     in_state_dir(cli, |d| f(System::new(Surroundings::of_this_process(d.to_path_buf(), config))))
@@ -244,3 +328,7 @@ fn finish(r: anyhow::Result<()>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "cli_tests.rs"]
+mod tests;

@@ -16,3 +16,4 @@ pub mod runtimes;
 pub mod sched_ext;
 pub mod state_dir;
 pub mod system;
+pub mod wiring;

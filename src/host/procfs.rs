@@ -149,6 +149,11 @@ impl ProcFs {
         }
     }
 
+    /// The running kernel's release (`sys/kernel/osrelease`, what `uname -r` prints).
+    pub fn kernel_release(&self) -> io::Result<String> {
+        Ok(std::fs::read_to_string(self.root.join("sys/kernel/osrelease"))?.trim().to_string())
+    }
+
     /// The process group of `pid`, or `None` when no such process exists.
     pub fn process_group(&self, pid: Pid) -> io::Result<Option<Pid>> {
         Ok(self.stat_field(pid, 5)?.map(|v| v as Pid))

@@ -1,6 +1,7 @@
 //! Operator commands that read (and later repair) what the hook did: `inspect`, `list`.
 
 pub mod audit;
+pub mod doctor;
 pub mod escapes;
 pub mod forced_idle;
 pub mod gc;

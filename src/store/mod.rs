@@ -19,6 +19,7 @@ use crate::values::{Cookie, Labels, Pid};
 mod force_idle;
 mod format;
 mod members;
+pub mod peek;
 
 use format::Verdict;
 pub use format::{APPLICATION_ID, FORMAT, MAX_FORMAT, REVISION, Unusable};

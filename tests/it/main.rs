@@ -20,6 +20,7 @@ mod architecture;
 mod bad_input;
 mod bundle_config;
 mod decision_routes;
+mod doctor;
 mod error_messages;
 mod escapes;
 mod explain_fixtures;

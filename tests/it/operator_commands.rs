@@ -2,7 +2,7 @@
 //!
 //! * with no cache yet, `reconcile --json` reports the `dry_run` it was asked for;
 //! * given a `--state-dir` that is not a usable directory (a regular file, a symlink), every
-//!   command — the read-only ones included (`list`/`status`, `inspect`, `metrics`,
+//!   command — the read-only ones included (`list`, `inspect`, `metrics`,
 //!   `reconcile --dry-run`) — fails naming the path, instead of printing an empty result;
 //! * a state dir that does not exist yet is still "nothing cached": an empty result, exit 0, and
 //!   nothing created.
@@ -59,7 +59,6 @@ fn reconcile_without_a_cache_reports_its_dry_run() {
 const COMMANDS: &[&[&str]] = &[
     &["list"],
     &["list", "--json"],
-    &["status"],
     &["inspect", "1"],
     &["inspect", "1", "--json"],
     &["metrics"],
@@ -119,7 +118,6 @@ fn a_missing_state_dir_is_an_empty_cache() {
     for (args, want) in [
         (&["list"][..], "no groups in the cache"),
         (&["list", "--json"][..], "[]"),
-        (&["status"][..], "no groups in the cache"),
         (&["gc"][..], "nothing to remove"),
         (&["reconcile", "--dry-run"][..], "no cache yet"),
         (&["metrics"][..], "# TYPE oci_coresched_hook_kernel_supported gauge"),
