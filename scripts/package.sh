@@ -137,7 +137,7 @@ if ((want_image)); then
         mkdir -p "$CTX"
         strip -o "$CTX/oci-coresched-hook" "$SBIN"
         cp "$BUSYBOX" "$CTX/busybox"
-        cp packaging/kubernetes/Containerfile packaging/kubernetes/install.sh packaging/kubernetes/probe-state.json \
+        cp packaging/kubernetes/Containerfile packaging/kubernetes/install.sh \
             packaging/config.toml hooks.d/oci-coresched-hook.json "$CTX/"
         IMAGE=${OCH_IMAGE:-localhost/oci-coresched-hook:$VERSION}
         log "podman build $IMAGE"

@@ -270,9 +270,10 @@ put() {
     mv -f "$tmp" "$2"
 }
 
-# A config the hook would reject makes every hook run fail: check it with the binary first.
+# A config the hook would reject makes every hook run fail: check it with the binary first
+# (check-config: exit 1 invalid, 2 unreadable; its error names the key).
 check_config() {
-    "$IMAGE_BIN" --config "$1" explain --state "$SHARE/probe-state.json" >/dev/null ||
+    "$IMAGE_BIN" check-config "$1" >/dev/null ||
         die "config $1 is invalid (see the message above); nothing was changed"
 }
 

@@ -9,6 +9,14 @@ fi
 if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :
 fi
+# A config the hook cannot parse makes every hook run fail open (or closed) and the services stop:
+# say so, with the line naming the key, but never fail the install over it (an upgrade keeps the
+# admin's %config(noreplace) file as it is).
+if ! /usr/bin/oci-coresched-hook check-config >/dev/null; then
+    echo "oci-coresched-hook: warning: /etc/oci-coresched-hook/config.toml does not pass check-config (above):" \
+        "the hook fails open and the services stop until it is fixed; then systemctl restart" \
+        "oci-coresched-hook-reconcile.service (oci-coresched-hook doctor says what else is wrong)" >&2
+fi
 if [ "$1" -eq 1 ]; then
     # First install: enable the reconcile service and the gc timer (a preset file may still
     # disable them), and start them.

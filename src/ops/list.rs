@@ -1,4 +1,4 @@
-//! `list` / `status`: every cached group with its members, whether each init is still alive (pid
+//! `list`: every cached group with its members, whether each init is still alive (pid
 //! and start time), the cookie cached and the cookie the kernel reports now, and the counters.
 
 use serde::Serialize;

@@ -237,6 +237,8 @@ fn reconcile_service_follows_with_two_capabilities_in_the_host_network_namespace
     assert_eq!(one("Service", "ExecStart"), "/usr/bin/oci-coresched-hook reconcile --follow");
     assert_eq!(one("Service", "Restart"), "always");
     assert_eq!(one("Service", "RestartSec"), "2");
+    // A bad config exits 2 (tests/it/doctor.rs): the unit stops with the line, no restart loop.
+    assert_eq!(one("Service", "RestartPreventExitStatus"), "2");
     assert_eq!(one("Service", "CapabilityBoundingSet"), "CAP_SYS_PTRACE CAP_NET_ADMIN");
     assert_eq!(one("Service", "AmbientCapabilities"), "");
     assert_eq!(one("Service", "RestrictAddressFamilies"), "AF_UNIX AF_NETLINK");
@@ -257,6 +259,7 @@ fn reconcile_service_follows_with_two_capabilities_in_the_host_network_namespace
         "RestrictAddressFamilies",
         "PrivateNetwork",
     ];
+    assert_eq!(values(&nri, "Service", "RestartPreventExitStatus"), ["2"], "the NRI service stops on a bad config too");
     for (section, key, value) in nri.iter().filter(|(s, k, _)| s == "Service" && !differ.contains(&k.as_str())) {
         assert_eq!(values(&u, section, key), [value.as_str()], "[{section}] {key} as in the NRI service");
     }

@@ -424,6 +424,16 @@ if [[ -n $DEB ]] && need "install" "root" "dpkg|dpkg" "podman|podman (apt-get in
         LOG=$T/hook.log
         sed -i "s|^# log_file = .*|log_file = \"$LOG\"|" /etc/$PKG/config.toml
         check "edited conffile sets log_file" grep -qx "log_file = \"$LOG\"" /etc/$PKG/config.toml
+        check "the installed config passes check-config" /usr/bin/$PKG check-config
+        { cat /etc/$PKG/config.toml; echo 'bogus = 1'; } >"$T/bad-installed.toml"
+        out=$(/usr/bin/$PKG check-config "$T/bad-installed.toml" 2>&1)
+        rc=$?
+        [[ $rc -eq 1 && $out == *bogus* ]] && ok "check-config refuses an unknown key (exit 1, names it)" ||
+            bad "check-config of a config with an unknown key: rc=$rc: $out"
+        out=$(/usr/bin/$PKG doctor 2>&1)
+        rc=$?
+        [[ $rc -le 1 && $out == *"smt "* && $out == *"hooks.d "* ]] && ok "doctor runs on the installed package (exit $rc): $(head -n1 <<<"$out")" ||
+            bad "doctor on the installed package: rc=$rc: $(head -n3 <<<"$out")"
 
         # podman reads the installed hooks.d file.
         name=och-pkg-$$
