@@ -70,6 +70,15 @@ impl<K: CoreSched> CoreSched for Guarded<K> {
         self.inner.probe()?;
         self.check()
     }
+
+    fn probe_kernel(&self) -> Result<(), KernelError> {
+        self.inner.probe_kernel()
+    }
+
+    fn held_off(&self) -> Option<String> {
+        let s = SchedExt::read(&self.sys_root);
+        s.blocks_cookies().then(|| s.describe())
+    }
 }
 
 #[cfg(test)]

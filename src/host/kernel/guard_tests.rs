@@ -1,5 +1,6 @@
 use super::*;
 use crate::host::kernel::fake::{FakeKernel, FakeMode, FakeProc};
+use crate::host::procfs::ProcFs;
 
 fn setup(state: Option<&str>) -> (tempfile::TempDir, FakeProc, Guarded<FakeKernel>) {
     let dir = tempfile::tempdir().unwrap();
@@ -72,4 +73,21 @@ fn the_state_is_read_at_every_call() {
     std::fs::write(d.path().join("sys/kernel/sched_ext/state"), "disabled\n").unwrap();
     k.create(100, Scope::ThreadGroup).unwrap();
     assert_ne!(k.get(100).unwrap(), 0);
+}
+
+#[test]
+fn held_off_says_why_and_the_kernels_own_probe_passes_the_guard() {
+    let (d, _fp, k) = setup(Some("enabled"));
+    assert_eq!(k.held_off().as_deref(), Some("the sched_ext scheduler \"simple\" is enabled"));
+    k.probe_kernel().unwrap();
+    // Through the pointers the binary holds the kernel by.
+    let boxed: Box<dyn CoreSched> = Box::new(Guarded::new(FakeKernel::new(ProcFs::default()), d.path().join("sys")));
+    assert!(boxed.held_off().is_some());
+    boxed.probe_kernel().unwrap();
+    k.inner.set_mode(FakeMode::NoSmt);
+    assert_eq!(k.probe_kernel().unwrap_err(), KernelError::NoSmt);
+    std::fs::write(d.path().join("sys/kernel/sched_ext/state"), "disabled\n").unwrap();
+    assert_eq!(k.held_off(), None);
+    // A bare kernel has no guard to hold anything off.
+    assert_eq!(FakeKernel::new(ProcFs::default()).held_off(), None);
 }

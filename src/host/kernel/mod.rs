@@ -85,6 +85,21 @@ pub trait CoreSched: Sync {
     fn probe(&self) -> Result<(), KernelError> {
         self.get(0).map(|_| ())
     }
+
+    /// The kernel's own support probe, beneath any guard in front of it ([`guard::Guarded`]):
+    /// whether the kernel could do core scheduling, whatever the guard says (the pages'
+    /// `oci_coresched_hook_kernel_supported`). Never counted as a refusal.
+    fn probe_kernel(&self) -> Result<(), KernelError> {
+        self.probe()
+    }
+
+    /// Why a guard in front of the kernel refuses cookies now, as [`KernelError::SchedExt`] names
+    /// it; `None` without a guard or while it lets cookies through. Read afresh at every call and
+    /// never counted as a refusal: the long-running commands ask it before work the guard would
+    /// refuse.
+    fn held_off(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `CoreSched` through a pointer: a borrowed kernel (`&K`) and the binary's boxed one.
@@ -105,6 +120,12 @@ macro_rules! forward_core_sched {
             }
             fn probe(&self) -> Result<(), KernelError> {
                 (**self).probe()
+            }
+            fn probe_kernel(&self) -> Result<(), KernelError> {
+                (**self).probe_kernel()
+            }
+            fn held_off(&self) -> Option<String> {
+                (**self).held_off()
             }
         }
     )*};
