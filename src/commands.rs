@@ -170,6 +170,7 @@ fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Resu
         None => ops::metrics::render(&Store::in_memory()?, &sys.kernel, &sys.proc)?,
     };
     text.push_str(&ops::forced_idle::render(&idle));
+    text.push_str(&ops::metrics::render_node(&sys.kernel, &sys.sys_root, config.sched_ext_guard));
     let ledger = crate::host::state_dir::fail_open::counts(&sys.state_dir)?;
     text.push_str(&ops::metrics::render_fail_open(&ledger));
     Ok(text)

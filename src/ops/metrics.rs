@@ -3,14 +3,19 @@
 //!
 //! Metric and label names follow Koordinator's koordlet where it has them
 //! (`container_core_sched_cookie`, `core_sched_cookie_manage_status`), so existing dashboards work;
-//! the rest are prefixed `oci_coresched_hook_`. The caller holds the state lock.
+//! the rest are prefixed `oci_coresched_hook_`. The caller of [`render`] holds the state lock;
+//! [`render_node`] (the node's families, which both agents' pages carry too) reads only sysfs and
+//! the kernel.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use crate::cookies::membership::{self, State};
+use crate::host::cpu::{self, Exposure, Smt};
 use crate::host::kernel::{CookieHex, CoreSched};
 use crate::host::procfs::ProcFs;
+use crate::host::sched_ext::SchedExt;
 use crate::store::{Store, StoreError};
 
 /// Escapes a label value: backslash, double quote and line feed (exposition format 0.0.4).
@@ -136,21 +141,6 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
 
     family(
         &mut out,
-        "oci_coresched_hook_kernel_supported",
-        "gauge",
-        "1 when the kernel can do core scheduling (CONFIG_SCHED_CORE and SMT on), else 0.",
-    );
-    let supported = match kernel.probe() {
-        Ok(()) => 1.0,
-        Err(e) => {
-            log::debug!("metrics: core scheduling probe failed: {e}");
-            0.0
-        }
-    };
-    sample(&mut out, "oci_coresched_hook_kernel_supported", &[], supported);
-
-    family(
-        &mut out,
         "oci_coresched_hook_group_members",
         "gauge",
         "Cached members of a group whose init is still running.",
@@ -159,6 +149,108 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
         sample(&mut out, "oci_coresched_hook_group_members", &[("core_sched_group", group)], *n as f64);
     }
     Ok(out)
+}
+
+/// The node's families: what the kernel and the CPU let core scheduling do here, and this build.
+/// Read from the kernel and sysfs (`sys_root`) at every call (a few small files); `guard` is
+/// whether this process's kernel calls go through the sched_ext guard (the config's
+/// `sched_ext_guard`). Every family is always present:
+///
+/// * `oci_coresched_hook_kernel_supported`: the kernel's own probe ([`CoreSched::probe_kernel`]),
+///   beneath the guard: 1 when `PR_SCHED_CORE` works (`CONFIG_SCHED_CORE` and SMT on);
+/// * `oci_coresched_hook_smt_active`: `smt/active` (no sample when it cannot be read);
+/// * `oci_coresched_hook_sched_ext_enabled{scheduler}`: 1 while a sched_ext scheduler is loaded,
+///   being loaded or unloaded, or the state cannot be told ([`SchedExt::blocks_cookies`]);
+///   `scheduler` is `root/ops`, empty when none is attached or its name cannot be read;
+/// * `oci_coresched_hook_sched_ext_guard`: 1 when `guard`;
+/// * `oci_coresched_hook_cpu_vulnerable{vulnerability}`: one sample per file of
+///   `vulnerabilities/`, 1 when the file reads `Vulnerable…` (or `Processor vulnerable`), or
+///   when it is one core scheduling is meant for ([`cpu::CROSS_THREAD`]) and says the sibling
+///   thread is still a way in (`SMT vulnerable`, `SMT Host state unknown`, `STIBP: disabled`);
+///   else 0;
+/// * `oci_coresched_hook_build_info{version,commit}`: 1.
+pub fn render_node<K: CoreSched + ?Sized>(kernel: &K, sys_root: &Path, guard: bool) -> String {
+    let mut out = String::new();
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    let name = "oci_coresched_hook_kernel_supported";
+    family(
+        &mut out,
+        name,
+        "gauge",
+        "1 when the kernel can do core scheduling (CONFIG_SCHED_CORE and SMT on), else 0; the kernel's own answer, whatever the sched_ext guard holds off.",
+    );
+    let supported = match kernel.probe_kernel() {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!("metrics: core scheduling probe failed: {e}");
+            false
+        }
+    };
+    sample(&mut out, name, &[], flag(supported));
+
+    let name = "oci_coresched_hook_smt_active";
+    family(&mut out, name, "gauge", "1 while some core has two online SMT siblings (smt/active), else 0.");
+    if let Some(active) = Smt::read(sys_root).active {
+        sample(&mut out, name, &[], flag(active));
+    }
+
+    let ext = SchedExt::read(sys_root);
+    let name = "oci_coresched_hook_sched_ext_enabled";
+    family(
+        &mut out,
+        name,
+        "gauge",
+        "1 while a sched_ext scheduler is loaded (or being loaded or unloaded, or the state cannot be told), else 0; scheduler is its name.",
+    );
+    let scheduler = if ext.blocks_cookies() { ext.ops.clone().unwrap_or_default() } else { String::new() };
+    sample(&mut out, name, &[("scheduler", &scheduler)], flag(ext.blocks_cookies()));
+
+    let name = "oci_coresched_hook_sched_ext_guard";
+    family(
+        &mut out,
+        name,
+        "gauge",
+        "1 when the sched_ext guard holds every cookie off while a sched_ext scheduler is loaded (sched_ext_guard), 0 when the config turned it off.",
+    );
+    sample(&mut out, name, &[], flag(guard));
+
+    let name = "oci_coresched_hook_cpu_vulnerable";
+    family(
+        &mut out,
+        name,
+        "gauge",
+        "Per CPU vulnerability file: 1 when it reads Vulnerable, or when it is one core scheduling is meant for and the SMT sibling is still a way in; else 0.",
+    );
+    match cpu::vulnerabilities(sys_root) {
+        Ok(Some(list)) => {
+            for v in list {
+                let vulnerable = v.exposure == Exposure::Vulnerable || (v.cross_thread && v.smt_exposed);
+                sample(&mut out, name, &[("vulnerability", &v.name)], flag(vulnerable));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => log::debug!("metrics: failed to read the CPU's vulnerabilities: {e}"),
+    }
+
+    let name = "oci_coresched_hook_build_info";
+    family(&mut out, name, "gauge", "1, labelled with the version and the commit this binary was built from.");
+    sample(&mut out, name, &[("version", env!("CARGO_PKG_VERSION")), ("commit", env!("OCH_COMMIT"))], 1.0);
+    out
+}
+
+/// `oci_coresched_hook_sched_ext_refusals_total`: the calls this process's sched_ext guard
+/// refused ([`crate::host::kernel::guard::refusals`]), for the long-running commands' pages.
+pub fn render_refusals(refusals: u64) -> String {
+    let mut out = String::new();
+    let name = "oci_coresched_hook_sched_ext_refusals_total";
+    family(
+        &mut out,
+        name,
+        "counter",
+        "Calls that would make or share a core scheduling cookie which the sched_ext guard refused in this process.",
+    );
+    sample(&mut out, name, &[], refusals as f64);
+    out
 }
 
 /// `oci_coresched_hook_fail_open_total{reason}`: the fail-open ledger's counts

@@ -143,7 +143,6 @@ fn render_is_valid_exposition_and_reports_live_members() {
         "container_core_sched_cookie",
         "core_sched_cookie_manage_status",
         "oci_coresched_hook_failures_total",
-        "oci_coresched_hook_kernel_supported",
         "oci_coresched_hook_group_members",
     ] {
         assert!(text.contains(&format!("# HELP {name} ")), "{name}\n{text}");
@@ -154,7 +153,7 @@ fn render_is_valid_exposition_and_reports_live_members() {
     assert!(!text.contains("container_id=\"reused\""), "{text}");
     assert!(text.contains(r#"pod_name="we\"ird\\na\nme""#), "{text}");
     assert!(text.contains(r#"core_sched_group="tenant-a/pod:sb\"1""#), "{text}");
-    assert!(text.contains("oci_coresched_hook_kernel_supported 1\n"), "{text}");
+    assert!(!text.contains("oci_coresched_hook_kernel_supported"), "the node's families are render_node's: {text}");
 
     promtool_check(&text);
     let Some(fams) = parse_with_prometheus_client(&text) else { return };
@@ -193,10 +192,6 @@ fn render_is_valid_exposition_and_reports_live_members() {
     assert_eq!(failures["type"], "counter");
     assert_eq!(sample_value(failures, &[("reason", "lock_timeout")]), 2.0);
     assert_eq!(sample_value(failures, &[("reason", "kernel")]), 1.0);
-
-    let supported = family_of(&fams, "oci_coresched_hook_kernel_supported");
-    assert_eq!(supported["type"], "gauge");
-    assert_eq!(supported["samples"][0]["value"].as_f64().unwrap(), 1.0);
 
     let members = family_of(&fams, "oci_coresched_hook_group_members");
     assert_eq!(members["type"], "gauge");
@@ -245,23 +240,123 @@ fn unsupported_kernel_reports_zero_and_cached_cookies() {
     let s = seeded();
     s.kernel.set_mode(FakeMode::Unsupported);
     let text = render(&s.store, &s.kernel, &s.proc).unwrap();
-    assert!(text.contains("oci_coresched_hook_kernel_supported 0\n"), "{text}");
     // a1's GET fails now: its cached cookie (0x1) is what is reported.
     assert!(text.contains(r#"container_id="a1",core_sched_group="tenant-a/web",core_sched_cookie="0x1"} 1"#), "{text}");
-    if let Some(fams) = parse_with_prometheus_client(&text) {
-        let supported = family_of(&fams, "oci_coresched_hook_kernel_supported");
-        assert_eq!(supported["samples"][0]["value"].as_f64().unwrap(), 0.0);
-    }
+    let node = render_node(&s.kernel, &s._dir.path().join("no-sys"), true);
+    assert!(node.contains("oci_coresched_hook_kernel_supported 0\n"), "{node}");
+    s.kernel.set_mode(FakeMode::NoSmt);
+    assert!(
+        render_node(&s.kernel, &s._dir.path().join("no-sys"), true).contains("oci_coresched_hook_kernel_supported 0\n")
+    );
 }
 
 #[test]
 fn empty_cache_is_still_valid() {
     let w = World::new();
     let text = render(&w.store, &w.kernel, &w.proc).unwrap();
-    assert!(text.contains("oci_coresched_hook_kernel_supported 1\n"));
     if let Some(fams) = parse_with_prometheus_client(&text) {
-        assert_eq!(fams.as_array().unwrap().len(), 5, "{fams:#}");
+        assert_eq!(fams.as_array().unwrap().len(), 4, "{fams:#}");
     }
+}
+
+/// A sysfs tree: SMT `active`, sched_ext `state` (and `root/ops`), and vulnerability files.
+fn sysfs(dir: &std::path::Path, smt: Option<&str>, ext: Option<(&str, Option<&str>)>, vulns: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir.join("kernel")).unwrap();
+    if let Some(active) = smt {
+        std::fs::create_dir_all(dir.join(crate::host::cpu::SMT_DIR)).unwrap();
+        std::fs::write(dir.join(crate::host::cpu::SMT_DIR).join("active"), format!("{active}\n")).unwrap();
+    }
+    if let Some((state, ops)) = ext {
+        let d = dir.join(crate::host::sched_ext::DIR);
+        std::fs::create_dir_all(d.join("root")).unwrap();
+        std::fs::write(d.join("state"), format!("{state}\n")).unwrap();
+        if let Some(ops) = ops {
+            std::fs::write(d.join("root/ops"), format!("{ops}\n")).unwrap();
+        }
+    }
+    let v = dir.join(crate::host::cpu::VULNERABILITIES_DIR);
+    std::fs::create_dir_all(&v).unwrap();
+    for (name, text) in vulns {
+        std::fs::write(v.join(name), format!("{text}\n")).unwrap();
+    }
+}
+
+#[test]
+fn the_nodes_families_say_what_the_kernel_and_the_cpu_let_core_scheduling_do() {
+    use crate::host::kernel::guard::Guarded;
+    let w = World::new();
+    let sys = w.dir.path().join("sys");
+    sysfs(
+        &sys,
+        Some("1"),
+        Some(("enabled", Some("simple"))),
+        &[
+            ("meltdown", "Not affected"),
+            ("mds", "Mitigation: Clear CPU buffers; SMT vulnerable"),
+            ("l1tf", "Mitigation: PTE Inversion; VMX: conditional cache flushes, SMT disabled"),
+            ("spectre_v1", "Mitigation: usercopy/swapgs barriers and __user pointer sanitization"),
+            ("spectre_v2", "Mitigation: Retpolines; IBPB: conditional; STIBP: disabled; RSB filling"),
+            ("itlb_multihit", "KVM: Vulnerable"),
+            ("srbds", "Unknown: Dependent on hypervisor status"),
+        ],
+    );
+    // The guard holds every cookie off, and the kernel's own answer is still "supported".
+    let guarded = Guarded::new(&w.kernel, sys.clone());
+    assert!(guarded.probe().is_err());
+    let text = render_node(&guarded, &sys, true);
+    for line in [
+        "oci_coresched_hook_kernel_supported 1\n",
+        "oci_coresched_hook_smt_active 1\n",
+        "oci_coresched_hook_sched_ext_enabled{scheduler=\"simple\"} 1\n",
+        "oci_coresched_hook_sched_ext_guard 1\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"meltdown\"} 0\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"mds\"} 1\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"l1tf\"} 0\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"spectre_v1\"} 0\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"spectre_v2\"} 1\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"itlb_multihit\"} 1\n",
+        "oci_coresched_hook_cpu_vulnerable{vulnerability=\"srbds\"} 0\n",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    let info = format!(
+        "oci_coresched_hook_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("OCH_COMMIT")
+    );
+    assert!(text.contains(&info), "{text}");
+    promtool_check(&text);
+    if let Some(fams) = parse_with_prometheus_client(&text) {
+        assert_eq!(fams.as_array().unwrap().len(), 6, "{fams:#}");
+    }
+
+    // Unloaded, the guard off, SMT off: every family still there.
+    sysfs(&sys, Some("0"), Some(("disabled", None)), &[]);
+    std::fs::remove_file(sys.join(crate::host::sched_ext::DIR).join("root/ops")).unwrap();
+    let text = render_node(&w.kernel, &sys, false);
+    for line in [
+        "oci_coresched_hook_smt_active 0\n",
+        "oci_coresched_hook_sched_ext_enabled{scheduler=\"\"} 0\n",
+        "oci_coresched_hook_sched_ext_guard 0\n",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+
+    // No sysfs at all: the state cannot be told (1), SMT and the vulnerabilities have no sample.
+    let text = render_node(&w.kernel, &w.dir.path().join("nothing"), true);
+    assert!(text.contains("oci_coresched_hook_sched_ext_enabled{scheduler=\"\"} 1\n"), "{text}");
+    assert!(text.contains("# TYPE oci_coresched_hook_smt_active gauge\n"), "{text}");
+    assert!(!text.contains("\noci_coresched_hook_smt_active "), "{text}");
+    assert!(!text.contains("oci_coresched_hook_cpu_vulnerable{"), "{text}");
+    promtool_check(&text);
+}
+
+#[test]
+fn refusals_are_a_counter() {
+    let text = render_refusals(3);
+    assert!(text.contains("# TYPE oci_coresched_hook_sched_ext_refusals_total counter\n"), "{text}");
+    assert!(text.ends_with("oci_coresched_hook_sched_ext_refusals_total 3\n"), "{text}");
+    promtool_check(&text);
 }
 
 #[test]
