@@ -24,6 +24,8 @@ struct Shown {
     metrics: Arc<str>,
     /// `Ok` when ready, else why not.
     ready: Result<(), Arc<str>>,
+    /// What a ready answer adds about the node (e.g. that it cannot isolate).
+    note: Option<Arc<str>>,
 }
 
 /// A page the endpoint answers with.
@@ -53,7 +55,7 @@ impl Board {
             started: Instant::now(),
             beat_ms: AtomicU64::new(0),
             stuck_after,
-            shown: Mutex::new(Shown { metrics: Arc::from(""), ready: Err(Arc::from(why)) }),
+            shown: Mutex::new(Shown { metrics: Arc::from(""), ready: Err(Arc::from(why)), note: None }),
         })
     }
 
@@ -74,6 +76,15 @@ impl Board {
             (Ok(()), Ok(())) => {}
             (Err(was), Err(why)) if &**was == why => {}
             (_, r) => shown.ready = r.map_err(Arc::from),
+        }
+    }
+
+    /// What a ready `/readyz` says after `ready; ` (`None`: only `ready`). Readiness stays the
+    /// owner's job being done; the note names what the node lets it do (docs/kubernetes.md).
+    pub fn set_note(&self, note: Option<&str>) {
+        let mut shown = self.lock();
+        if shown.note.as_deref() != note {
+            shown.note = note.map(Arc::from);
         }
     }
 
@@ -113,10 +124,14 @@ impl Board {
                     )
                 }
             }
-            "/readyz" => match &self.lock().ready {
-                Ok(()) => text(200, "ready\n".into()),
-                Err(why) => text(503, format!("not ready: {why}\n")),
-            },
+            "/readyz" => {
+                let shown = self.lock();
+                match (&shown.ready, &shown.note) {
+                    (Ok(()), None) => text(200, "ready\n".into()),
+                    (Ok(()), Some(note)) => text(200, format!("ready; {note}\n")),
+                    (Err(why), _) => text(503, format!("not ready: {why}\n")),
+                }
+            }
             "/" => {
                 text(200, "oci-coresched-hook: /metrics (Prometheus text), /healthz (live), /readyz (ready)\n".into())
             }

@@ -22,3 +22,15 @@ fn pages_follow_what_the_owner_sets() {
     b.beat();
     assert_eq!(b.page("/healthz").status, 200);
 }
+
+#[test]
+fn a_note_about_the_node_rides_on_a_ready_answer_only() {
+    let b = Board::new("starting");
+    b.set_note(Some("this node cannot isolate: why"));
+    assert_eq!(&*b.page("/readyz").body, "not ready: starting\n");
+    b.set_ready(Ok(()));
+    let r = b.page("/readyz");
+    assert_eq!((r.status, &*r.body), (200, "ready; this node cannot isolate: why\n"));
+    b.set_note(None);
+    assert_eq!(&*b.page("/readyz").body, "ready\n");
+}

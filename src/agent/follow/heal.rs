@@ -11,7 +11,8 @@
 //!
 //! The config is the file's as it is now: read again when it changes. While it cannot be parsed
 //! (the cause of the hooks' fail-open), nothing is healed, the escapes are still counted, and the
-//! problem is said once; the first scan after it is fixed heals.
+//! problem is said once; the first scan after it is fixed heals. The same while the sched_ext
+//! guard holds cookies off ([`CoreSched::held_off`]): nothing healed, the escapes counted.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -115,7 +116,9 @@ impl Healer {
         let escaped = crate::ops::escapes::find(&found.running, &sys.kernel, &sys.proc)?;
         let mut out = Healed { escaped: escaped.len(), ..Healed::default() };
         self.said.retain(|id, _| escaped.iter().any(|e| &e.id == id));
-        if !usable {
+        // While the sched_ext guard holds cookies off, a heal could only be refused: the follower
+        // said so once (`crate::agent::node`), and heals at the first scan after the hold.
+        if !usable || sys.kernel.held_off().is_some() {
             return Ok(out);
         }
         for e in &escaped {

@@ -14,6 +14,12 @@
 //! `CONFIG_PROC_EVENTS`, no CAP_NET_ADMIN, not in the host's namespaces) it says so in one line,
 //! counts it (`events_enabled 0`) and sweeps every [`FALLBACK_SWEEP`] instead.
 //!
+//! While the sched_ext guard holds cookies off ([`crate::agent::node`]) it says so in one line
+//! when the hold starts and one when it ends, its escape scan heals nothing (the escapes are still
+//! counted), an exec'd process it cannot give a cookie is counted and logged at debug only, and
+//! the refused calls are counted on its page (`oci_coresched_hook_sched_ext_refusals_total`). When
+//! the hold ends it sweeps and scans at once.
+//!
 //! It also keeps `cpu.idle` at 1 for the members of `sched_idle` classes ([`Follower::keep_idle`],
 //! every [`IDLE_EVERY`]): a runtime's resource update of the container (CRI
 //! `UpdateContainerResources`, `runc update`) or any change of its systemd scope's properties
@@ -33,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agent::endpoint::Board;
+use crate::agent::node::NodeWatch;
 use crate::cookies::engine::{Adopted, EngineError, Relay};
 use crate::error::Chain;
 use crate::host::cgroup;
@@ -269,25 +276,27 @@ impl<'a, K: CoreSched> Follower<'a, K> {
                 }
                 Some(Adopted::Exited) | None => Outcome::Exited,
                 Some(Adopted::Failed(e)) => {
-                    log::warn!(
-                        "follow: failed to give pid {task} the cookie of container {}: {}",
-                        m.container_id,
-                        Chain(&e)
-                    );
+                    said_failed(task, &m.container_id, &e);
                     Outcome::Failed
                 }
             },
             // The init died or was replaced: the next refresh drops it.
             Err(EngineError::TargetGone(_)) => Outcome::Outside,
             Err(e) => {
-                log::warn!(
-                    "follow: failed to give pid {task} the cookie of container {}: {}",
-                    m.container_id,
-                    Chain(&e)
-                );
+                said_failed(task, &m.container_id, &e);
                 Outcome::Failed
             }
         }
+    }
+}
+
+/// Logs a process that could not be given its cookie: a warning, or, while the sched_ext guard
+/// holds cookies off (said once, [`crate::agent::node`]), a debug line: not one line per event.
+fn said_failed(task: Pid, container: &str, e: &EngineError) {
+    let msg = format!("follow: failed to give pid {task} the cookie of container {container}: {}", Chain(e));
+    match e {
+        EngineError::Kernel { source: KernelError::SchedExt(_), .. } => log::debug!("{msg}"),
+        _ => log::warn!("{msg}"),
     }
 }
 
@@ -329,10 +338,14 @@ fn open_events(fallback: Duration) -> Option<ProcConnector> {
 const STARTING: &str = "starting: the first sweep has not run";
 
 /// Ready once process events flow, or, without them, while the sweep that replaces them works.
-fn readiness(events: bool, last_sweep_ok: bool) -> Result<(), &'static str> {
-    match (events, last_sweep_ok) {
-        (true, _) | (false, true) => Ok(()),
-        (false, false) => Err("no process events, and the last sweep failed (see the log)"),
+/// While no cookie can be made on the node (`no_cookies`: the sched_ext guard holds them off, or
+/// the kernel has no core scheduling or SMT is off), a sweep that fails is what the node makes of
+/// it, not the follower failing its job: ready (docs/kubernetes.md).
+fn readiness(events: bool, last_sweep_ok: bool, no_cookies: bool) -> Result<(), &'static str> {
+    if events || last_sweep_ok || no_cookies {
+        Ok(())
+    } else {
+        Err("no process events, and the last sweep failed (see the log)")
     }
 }
 
@@ -367,6 +380,8 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     let db = opts.state_dir.join(crate::host::state_dir::DB_FILE);
     let metrics = opts.state_dir.join(METRICS_FILE);
     let mut f = Follower::new(kernel, proc);
+    let mut node = NodeWatch::new(crate::host::system::sys_root());
+    let mut no_cookies = false;
     let every = |on: bool| if on { opts.sweep_every } else { opts.sweep_every.min(FALLBACK_SWEEP) };
     let mut source = open_events(every(false));
     let mut reopen_at = Instant::now() + REOPEN_AFTER;
@@ -390,6 +405,18 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     let mut pace = Pace::new(Instant::now());
     while !crate::agent::signals::stopping() {
         board.beat();
+        if let Some(look) = node.look_if_due(kernel) {
+            board.set_note(look.cannot_isolate.as_deref());
+            no_cookies = look.no_cookies;
+            if look.resumed {
+                // What the hold kept from its cookie: the sweep and the escape scan see to it now.
+                next_sweep = Instant::now();
+                next_heal = Instant::now();
+            }
+            if f.stats.sweeps > 0 {
+                board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok, no_cookies));
+            }
+        }
         let now = Instant::now();
         if now >= next_sweep {
             f.stats.sweeps += 1;
@@ -409,7 +436,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             }
             sig = None; // refresh the cookies too
             next_sweep = Instant::now() + every(source.is_some());
-            board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok));
+            board.set_ready(readiness(f.stats.events_enabled, last_sweep_ok, no_cookies));
         }
         if Instant::now() >= next_heal {
             f.stats.escape_scans += 1;
@@ -439,6 +466,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
         if Instant::now() >= next_metrics {
             refresh::update_force_idle(&f, opts, &mut last_idle_error);
             f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+            f.stats.sched_ext_refusals = crate::host::kernel::guard::refusals();
             stats::write_metrics(&metrics, &f.stats);
             if endpoint.is_some() {
                 let page = match render() {
@@ -472,7 +500,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                     );
                     source = None;
                     f.stats.events_enabled = false;
-                    board.set_ready(readiness(false, last_sweep_ok));
+                    board.set_ready(readiness(false, last_sweep_ok, no_cookies));
                     reopen_at = Instant::now() + REOPEN_AFTER;
                     next_sweep = next_sweep.min(Instant::now() + FALLBACK_SWEEP);
                     continue;
@@ -486,7 +514,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
                         log::info!("reconcile --follow: following process events again");
                         source = Some(c);
                         f.stats.events_enabled = true;
-                        board.set_ready(readiness(true, last_sweep_ok));
+                        board.set_ready(readiness(true, last_sweep_ok, no_cookies));
                         next_sweep = Instant::now();
                     }
                 }
@@ -509,6 +537,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
         }
     }
     f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
+    f.stats.sched_ext_refusals = crate::host::kernel::guard::refusals();
     stats::write_metrics(&metrics, &f.stats);
     log::info!(
         "reconcile --follow stopping on a signal: {} events, {} processes fixed on events, {} by sweeps",

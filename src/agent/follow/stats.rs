@@ -91,11 +91,18 @@ pub struct Stats {
     pub healed: u64,
     /// Heals that failed.
     pub heal_failures: u64,
+    /// Calls this process's sched_ext guard refused ([`crate::host::kernel::guard::refusals`]).
+    pub sched_ext_refusals: u64,
 }
 
-/// The families of the follower's page without the [`PREFIX`]: the audit's and the escapes'.
-pub const OTHER_FAMILIES: [&str; 3] =
-    ["oci_coresched_hook_audit_violations", "oci_coresched_hook_audit_up", "oci_coresched_hook_escaped_containers"];
+/// The families of the follower's page without the [`PREFIX`]: the audit's, the escapes' and the
+/// sched_ext guard's refusals (a family the NRI plugin's page has too).
+pub const OTHER_FAMILIES: [&str; 4] = [
+    "oci_coresched_hook_audit_violations",
+    "oci_coresched_hook_audit_up",
+    "oci_coresched_hook_escaped_containers",
+    "oci_coresched_hook_sched_ext_refusals_total",
+];
 
 impl Stats {
     /// Records the window of one process fixed on an event: from the event to the GET that
@@ -185,7 +192,7 @@ impl Stats {
             &[],
             self.refreshes,
         );
-        let [violations, up, escaped] = OTHER_FAMILIES;
+        let [violations, up, escaped, _refusals] = OTHER_FAMILIES;
         family(
             &mut out,
             violations,
@@ -233,6 +240,7 @@ impl Stats {
         sample(&mut out, &format!("{p}window_max_seconds"), &[], self.window_max);
         family(&mut out, &format!("{p}cpu_seconds_total"), "counter", "CPU time (user + system) the follower used.");
         sample(&mut out, &format!("{p}cpu_seconds_total"), &[], self.cpu_seconds);
+        out.push_str(&crate::ops::metrics::render_refusals(self.sched_ext_refusals));
         out
     }
 }

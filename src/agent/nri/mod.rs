@@ -26,8 +26,12 @@
 //!   has stayed away for the backoff's cap (30 s); anything else (a broken frame) is a warning.
 //!   Then the same backoff and a new registration;
 //! - with `--listen`, an HTTP endpoint ([`crate::agent::endpoint`], [`status`]): `/readyz` is 200 while a
-//!   runtime has the plugin configured, `/healthz` while this loop turns (it does while it waits for
-//!   a restarting runtime), `/metrics` the plugin's counters;
+//!   runtime has the plugin configured (on a node that cannot isolate too, its body saying why:
+//!   [`crate::agent::node`]), `/healthz` while this loop turns (it does while it waits for a
+//!   restarting runtime), `/metrics` the plugin's counters, the node's families and the sched_ext
+//!   guard's refusals;
+//! - the sched_ext guard holding cookies off: one line when the hold starts and one when it ends
+//!   ([`crate::agent::node`]); a catch-up meanwhile gives no cookie and says so in one line;
 //! - registration and configuration not done within [`REGISTRATION_TIMEOUT`]: the connection
 //!   ends the same way. The deadline bounds each read ([`wire::Conn::recv`]), so a runtime that
 //!   trickles bytes without completing a message cannot hold the plugin past it;
@@ -200,7 +204,7 @@ pub fn run(opts: &Options, config: &Config) -> Result<(), NriError> {
         adjust::STAGES.join(", ")
     );
     let board = Board::new(status::STARTING);
-    let status = Status::new(board.clone());
+    let status = Status::watching(board.clone(), &opts.surroundings);
     let _endpoint = crate::agent::endpoint::serve_if_asked(opts.listen, &board);
     let mut threads = Vec::new();
     let result = serve_until_stopped(opts, config, &hook_path, &name, &status, &mut threads);

@@ -1,10 +1,18 @@
 //! What the plugin shows on its endpoint ([`crate::agent::endpoint`]): ready once a runtime has
 //! configured it, and a few counters as Prometheus text. Kept whether or not an endpoint serves
-//! it (the cost is a lock and a short string per change).
+//! it (the cost is a lock and a short string per change). Watching the node
+//! ([`Status::watching`]), its loop's beat also looks at the node every
+//! [`crate::agent::node::LOOK_EVERY`]: the node's families ([`crate::ops::metrics::render_node`])
+//! and the guard's refusals join the page, and a ready `/readyz` names why the node cannot
+//! isolate, if it cannot.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::agent::endpoint::Board;
+use crate::agent::node::NodeWatch;
+use crate::host::kernel::CoreSched;
+use crate::host::system::Surroundings;
 use crate::ops::metrics::{family, sample};
 
 /// Why the plugin is not ready before its first configuration.
@@ -15,6 +23,22 @@ pub const STARTING: &str = "not connected to the runtime's NRI socket yet";
 pub struct Status {
     board: Arc<Board>,
     counts: Mutex<Counts>,
+    node: Mutex<Option<Node>>,
+}
+
+/// The node as the plugin watches it: the kernel as the catch-up sees it (behind the guard unless
+/// the config turned it off), its sysfs tree.
+struct Node {
+    watch: NodeWatch,
+    kernel: Box<dyn CoreSched>,
+    sys_root: PathBuf,
+    guard: bool,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("watch", &self.watch).field("guard", &self.guard).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -25,19 +49,42 @@ struct Counts {
     adjusted: u64,
     started_caught_up: u64,
     runtime: Option<(String, String)>,
+    /// The node's families and the guard's refusals, as the last look rendered them.
+    node: String,
 }
 
 impl Status {
     /// A status publishing to `board`.
     pub fn new(board: Arc<Board>) -> Self {
-        let s = Self { board, counts: Mutex::new(Counts::default()) };
+        let s = Self { board, counts: Mutex::new(Counts::default()), node: Mutex::new(None) };
         s.publish(&Counts::default());
         s
     }
 
-    /// The loop is alive.
+    /// A status publishing to `board` that also watches the node of `surroundings` (its sysfs
+    /// tree, the guard as the config sets it), looked at once now.
+    pub fn watching(board: Arc<Board>, surroundings: &Surroundings) -> Self {
+        let s = Self::new(board);
+        let guard = surroundings.sched_ext_guard;
+        let kernel = crate::host::kernel::guarded(guard.then(|| surroundings.sys_root.clone()));
+        let sys_root = surroundings.sys_root.clone();
+        *s.node.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Node { watch: NodeWatch::new(sys_root.clone()), kernel, sys_root, guard });
+        s.beat();
+        s
+    }
+
+    /// The loop is alive; the node is looked at when a look is due.
     pub fn beat(&self) {
         self.board.beat();
+        let mut node = self.node.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(n) = node.as_mut() else { return };
+        let Some(look) = n.watch.look_if_due(&*n.kernel) else { return };
+        self.board.set_note(look.cannot_isolate.as_deref());
+        let text = crate::ops::metrics::render_node(&*n.kernel, &n.sys_root, n.guard)
+            + &crate::ops::metrics::render_refusals(crate::host::kernel::guard::refusals());
+        drop(node);
+        self.change(|c| c.node = text);
     }
 
     fn change(&self, f: impl FnOnce(&mut Counts)) {
@@ -118,6 +165,7 @@ impl Status {
             "Containers created without the hook, given their cookie at StartContainer.",
             c.started_caught_up,
         );
+        out.push_str(&c.node);
         self.board.set_metrics(out);
     }
 }
