@@ -18,7 +18,7 @@ fn escapes_tests_need_the_fake_kernel() {
 }
 
 #[cfg(feature = "fake-kernel")]
-mod with_fake_kernel {
+pub(crate) mod with_fake_kernel {
     use std::os::unix::process::CommandExt;
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
@@ -130,14 +130,14 @@ mod with_fake_kernel {
     }
 
     /// The start time of `pid` (`/proc/PID/stat` field 22).
-    fn start_time(pid: i32) -> u64 {
+    pub(crate) fn start_time(pid: i32) -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(19).unwrap().parse().unwrap()
     }
 
     /// A runc-style root in the world with container `id`, its init `pid`, its bundle's spec
     /// running this hook at createRuntime with `annotations`.
-    fn runc_container(w: &World, id: &str, pid: i32, annotations: &[(&str, &str)]) {
+    pub(crate) fn runc_container(w: &World, id: &str, pid: i32, annotations: &[(&str, &str)]) {
         let bundle = w.path(&format!("bundles/{id}"));
         std::fs::create_dir_all(&bundle).unwrap();
         let ann: serde_json::Map<String, Value> = annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
@@ -157,7 +157,7 @@ mod with_fake_kernel {
         std::fs::write(dir.join("state.json"), st.to_string()).unwrap();
     }
 
-    fn with_roots(w: &World, mut cmd: Command) -> Command {
+    pub(crate) fn with_roots(w: &World, mut cmd: Command) -> Command {
         cmd.env("OCH_FAKE_RUNTIME_ROOTS", format!("runc:{}", w.path("runc").display()));
         cmd
     }

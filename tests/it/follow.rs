@@ -18,7 +18,7 @@ fn follow_tests_need_the_fake_kernel() {
 }
 
 #[cfg(feature = "fake-kernel")]
-mod with_fake_kernel {
+pub(crate) mod with_fake_kernel {
     use std::io::{BufRead, BufReader};
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command, Stdio};
@@ -31,10 +31,10 @@ mod with_fake_kernel {
     const V2: &str = "/sys/fs/cgroup/unified";
 
     /// A cgroup of the host's cgroup2 hierarchy, removed on drop (its processes killed first).
-    struct Cgroup(PathBuf);
+    pub(crate) struct Cgroup(PathBuf);
 
     impl Cgroup {
-        fn new(tag: &str) -> Self {
+        pub(crate) fn new(tag: &str) -> Self {
             let p = Path::new(V2).join(format!("ocsh-follow-{tag}-{}", std::process::id()));
             std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("mkdir {}: {e}", p.display()));
             Self(p)
@@ -150,7 +150,7 @@ mod with_fake_kernel {
     }
 
     /// A process that joins `cg` and then execs `sleep 600` (what `runc exec` does): its pid.
-    fn exec_into(cg: &Cgroup) -> i32 {
+    pub(crate) fn exec_into(cg: &Cgroup) -> i32 {
         let script = format!("echo $$ > {}/cgroup.procs && exec sleep 600", cg.0.display());
         let child = Command::new("sh")
             .args(["-c", &script])
@@ -171,7 +171,7 @@ mod with_fake_kernel {
     }
 
     /// Waits until `pid`, started by [`exec_into`], is in `cg` and has exec'd `sleep`.
-    fn wait_exec_d(cg: &Cgroup, pid: i32) {
+    pub(crate) fn wait_exec_d(cg: &Cgroup, pid: i32) {
         wait_for(&format!("pid {pid} to join {} and exec sleep", cg.name()), Duration::from_secs(10), || {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             let procs = cg.procs();
@@ -184,7 +184,7 @@ mod with_fake_kernel {
     }
 
     /// A member container `c1` of group web: a `sleep` in a cgroup of its own.
-    fn member(w: &World, cg: &Cgroup) -> (i32, String) {
+    pub(crate) fn member(w: &World, cg: &Cgroup) -> (i32, String) {
         // The sweep walks the cgroup under the hook's cgroup mount (`OCH_FAKE_CGROUP_ROOT`): there
         // it finds the host's cgroup2 hierarchy as the hybrid layout's `unified`.
         std::fs::create_dir_all(w.cgroup_root()).unwrap();
@@ -200,7 +200,7 @@ mod with_fake_kernel {
     }
 
     /// Root and a cgroup2 hierarchy at [`V2`]; otherwise a loud skip (a failure under `CI`).
-    fn ready(test: &str) -> bool {
+    pub(crate) fn ready(test: &str) -> bool {
         // SAFETY: geteuid(2) has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             crate::common::skip(test, "needs root (a cgroup of its own, the proc connector)");

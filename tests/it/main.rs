@@ -34,5 +34,6 @@ mod packaging;
 mod release_binary;
 mod rootless;
 mod runtimes;
+mod sched_ext;
 mod sched_idle;
 mod stress;
