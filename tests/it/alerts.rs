@@ -11,7 +11,9 @@
 //! * the Grafana dashboard (`packaging/grafana/oci-coresched-hook.dashboard.json`) queries through
 //!   its `${datasource}` variable, and each of its expressions parses (promtool);
 //! * every metric family an expression of the rules or the dashboard names is one a real page
-//!   serves: the follower's `--listen` page over the fake kernel, `metrics`, and the NRI plugin's.
+//!   serves: the follower's `--listen` page over the fake kernel, `metrics`, and the NRI plugin's;
+//!   the node's families (the kernel's support, SMT, sched_ext, the CPU's vulnerabilities, the
+//!   build) are on both agents' pages.
 //!
 //! The YAML is read with python3's yaml module (Debian: `python3-yaml`). Without it, promtool
 //! (`prometheus`) or the feature `fake-kernel`, a test fails under `CI` and prints `SKIPPED`
@@ -536,6 +538,23 @@ fn every_family_the_rules_and_the_dashboard_select_is_served() {
     let addr = wait_for("the plugin to log where it serves", WAIT, || served_at(&plugin.log()).ok_or("not yet"));
     let nri_page = page(addr, "oci_coresched_hook_nri_ready 1");
 
+    // The node's families, which the alerts on a node that cannot isolate read, are on both
+    // agents' pages (and in `metrics`), with the sched_ext guard's refusals on the agents'.
+    for family in [
+        "oci_coresched_hook_kernel_supported",
+        "oci_coresched_hook_smt_active",
+        "oci_coresched_hook_sched_ext_enabled",
+        "oci_coresched_hook_sched_ext_guard",
+        "oci_coresched_hook_cpu_vulnerable",
+        "oci_coresched_hook_build_info",
+        "oci_coresched_hook_sched_ext_refusals_total",
+    ] {
+        for (what, text) in [("the follower's page", &follow_page), ("the plugin's page", &nri_page)] {
+            assert!(families(text).contains_key(family), "{what} lacks {family}:\n{text}");
+        }
+        let in_metrics = families(&out.stdout).contains_key(family);
+        assert!(in_metrics || family.ends_with("_refusals_total"), "metrics lacks {family}:\n{}", out.stdout);
+    }
     let mut served = BTreeMap::new();
     for (what, text) in
         [("the follower's page", &follow_page), ("metrics", &out.stdout), ("the plugin's page", &nri_page)]
