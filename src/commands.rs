@@ -93,7 +93,7 @@ pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<Aud
 /// array, whose shape scripts rely on).
 pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> {
     if !as_json {
-        let probe = crate::host::kernel::system().probe();
+        let probe = crate::host::kernel::CoreSched::probe_kernel(&sys.kernel);
         if let Some(line) = ops::doctor::cannot_isolate(&sys.sys_root, &probe, config.sched_ext_guard) {
             print_out(&format!("{line}\n"));
         }

@@ -264,7 +264,7 @@ fn doctor(
     let node = Node {
         sys: &sys,
         // The kernel's own answer: the guard's refusal is the sched_ext fact.
-        probe: crate::host::kernel::system().probe(),
+        probe: crate::host::kernel::CoreSched::probe_kernel(&sys.kernel),
         config,
         config_file: ConfigFile { path: &path, explicit, error: config_error },
         state_dir_error,
