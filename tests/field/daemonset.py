@@ -20,7 +20,9 @@
 # update to the previous release's manifest and image (tests/field/previous-release.sh builds them
 # from this repository's history) and back to this release's, each with the tenants running
 # (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
-# that release's follower), `rebuild`, and the uninstall. Throughout, this release's DaemonSet
+# that release's follower), `rebuild`, `doctor` in the follow container (the node isolates; with SMT
+# turned off there is nothing to isolate, both pods stay ready and their pages say so), and the
+# uninstall. Throughout, this release's DaemonSet
 # containers (`nri`, `follow`) must be at cookie 0, also when `follow` was given a cookie by hand
 # before the plugin restarts.
 #
@@ -497,6 +499,76 @@ class Scenarios:
               status == want and ctype == "text/plain; version=0.0.4; charset=utf-8", body[:500])
         return body
 
+    def doctor(self, what):
+        """`doctor --json` inside the follow container, as `kubectl exec … -c follow -- oci-coresched-hook
+        doctor` runs it: (exit status, report or None)."""
+        pb = self.cri.pb
+        x = self.cri.call("ExecSync", pb.ExecSyncRequest(
+            container_id=self.ds.containers["follow"].id, cmd=["/usr/bin/oci-coresched-hook", "doctor", "--json"],
+            timeout=60), pb.ExecSyncResponse, timeout=120)
+        try:
+            report = json.loads(x.stdout.decode())
+        except ValueError:
+            report = None
+        check(f"{what}: doctor in the follow container reports (exit {x.exit_code})", report is not None,
+              (x.stdout.decode()[-500:], x.stderr.decode()[-500:]))
+        for f in (report or {}).get("facts", []):
+            if f["level"] != "ok":
+                note(f"doctor ({what}): {f['level']} {f['name']}: {f['summary']}")
+        return x.exit_code, report
+
+    def node_shapes(self):
+        """doctor in the DaemonSet's follow container on the node as it is (it isolates: exit 0),
+        then with SMT turned off (nothing to isolate: exit 0, both pods stay ready and their pages
+        say the kernel cannot make cookies), then on again."""
+        plan = self.ds.plan
+        specs = {n: kubelet.container_named(plan.template, n) for n in ("nri", "follow")}
+        rc, rep = self.doctor("SMT on")
+        facts = {f["name"]: f for f in (rep or {}).get("facts", [])}
+        check(f"doctor in the follow container: the node isolates (exit {rc}, verdict {(rep or {}).get('verdict')})",
+              rc == 0 and (rep or {}).get("verdict") == "isolates", (rep or {}).get("summary"))
+        for name in ("kernel", "smt", "sched_ext", "config", "routes", "follower", "nri", "audit"):
+            check(f"doctor in the follow container: {name} ok", facts.get(name, {}).get("level") == "ok", facts.get(name))
+        ip = kubelet.node_ip()
+        ports = {n: q["containerPort"] for n, c in specs.items() for q in c.get("ports") or []}
+
+        def pages():
+            import urllib.request
+
+            got = {}
+            for n, p in ports.items():
+                try:
+                    with urllib.request.urlopen(f"http://{ip}:{p}/metrics", timeout=10) as r:
+                        got[n] = r.read().decode()
+                except OSError as e:
+                    got[n] = f"unreachable: {e}"
+            return got
+
+        r = run(["sh", "-c", "echo off > /sys/devices/system/cpu/smt/control"])
+        check("SMT turned off on the node (smt/control)", r.returncode == 0, r.stderr)
+        try:
+            off = wait_for(lambda: all("oci_coresched_hook_smt_active 0" in t for t in pages().values()), 30)
+            got = pages()
+            check("SMT off: both pages say so (smt_active 0, kernel_supported 0)", off and all(
+                "oci_coresched_hook_kernel_supported 0" in t for t in got.values()),
+                {n: [line for line in t.splitlines() if line.startswith(("oci_coresched_hook_smt", "oci_coresched_hook_kernel"))]
+                 for n, t in got.items()})
+            for name, c in specs.items():
+                ready = kubelet.probe(plan, c, "readinessProbe")
+                check(f"SMT off: {name}'s readinessProbe still succeeds (readiness is the agent's work, not the "
+                      f"kernel's: docs/kubernetes.md)", ready[0], ready)
+            rc, rep = self.doctor("SMT off")
+            check(f"doctor with SMT off: nothing to isolate, exit 0 (exit {rc}, verdict {(rep or {}).get('verdict')})",
+                  rc == 0 and (rep or {}).get("verdict") == "nothing_to_isolate", (rep or {}).get("summary"))
+        finally:
+            r = run(["sh", "-c", "echo on > /sys/devices/system/cpu/smt/control"])
+            check("SMT on again", r.returncode == 0 and open("/sys/devices/system/cpu/smt/active").read().strip() == "1",
+                  r.stderr)
+        back = wait_for(lambda: all("oci_coresched_hook_kernel_supported 1" in t for t in pages().values()), 30)
+        check("SMT on again: both pages say the kernel can make cookies", back)
+        self.own_at_zero("after SMT off and on")
+        self.timer.phase("doctor, SMT off and on")
+
     def catch_up(self):
         nri = self.ds.containers["nri"]
         pid = self.pid("nri")
@@ -734,6 +806,7 @@ def main():
         s.escape()
         s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
         s.rebuild()
+        s.node_shapes()
         s.uninstall()
     except Exception as e:  # a crash is a failure with its cause, never a silent pass
         import traceback

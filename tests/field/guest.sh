@@ -32,7 +32,8 @@
 #           rolling update goes to the previous release's manifest and image
 #           (in/previous-daemonset.yaml, in/previous-image.tar) and back
 # containerd is Debian's containerd.service, (re)started by the parts once they have written its
-# config; its log is its journal. Prints TAP lines and "field: N passed, M failed".
+# config; its log is its journal. After each part, `doctor` looks at the node as the part left it
+# (doctor_shape). Prints TAP lines and "field: N passed, M failed".
 # OCH_FIELD_PARTS (default: all of them) picks parts (for working on one; CI runs them all).
 #
 # Adding a part: a part_NAME function below (it may use containerd_with, phase, part) and NAME in
@@ -111,6 +112,36 @@ containerd_with() {
         return 1
     fi
 }
+# doctor_shape LABEL: `doctor --json` on the node as a part left it (the package's binary, every
+# route that part wired): every fact as a note, then the facts that hold on every shape of this
+# guest: the kernel supports core scheduling, SMT is on, no sched_ext, the config is valid, a route
+# runs the hook, and the audit finds no violation and no escaped container.
+doctor_shape() {
+    local label=$1 out rc=0 f
+    out=$(/usr/bin/oci-coresched-hook doctor --json 2>"$X/doctor.err") || rc=$?
+    if ! jq -e .facts >/dev/null 2>&1 <<<"$out"; then
+        bad "doctor ($label): no report (exit $rc): $(tail -n 3 "$X/doctor.err")"
+        return
+    fi
+    note "doctor ($label): $(jq -r .summary <<<"$out") (exit $rc)"
+    jq -r '.facts[] | select(.level != "ok") | "#   \(.level) \(.name): \(.summary)"' <<<"$out" | tee -a "$RESULTS"
+    case $(jq -r .verdict <<<"$out"):$rc in
+    isolates:0 | nothing_to_isolate:0 | at_risk:1 | does_not_isolate:1) ok "doctor ($label): its exit status $rc matches its verdict" ;;
+    *) bad "doctor ($label): exit status $rc with verdict $(jq -r .verdict <<<"$out")" ;;
+    esac
+    for f in kernel smt sched_ext config routes; do
+        if [[ $(jq -r --arg n "$f" '[.facts[] | select(.name == $n) | .level] | first' <<<"$out") == ok ]]; then
+            ok "doctor ($label): $f ok"
+        else
+            bad "doctor ($label): $f is not ok: $(jq -r --arg n "$f" '[.facts[] | select(.name == $n)] | first | tostring' <<<"$out")"
+        fi
+    done
+    if [[ $(jq -r '[.facts[] | select(.name == "audit") | .level] | first' <<<"$out") != fail ]]; then
+        ok "doctor ($label): the audit finds no violation and no escaped container"
+    else
+        bad "doctor ($label): the audit: $(jq -c '[.facts[] | select(.name == "audit")] | first' <<<"$out")"
+    fi
+}
 # import_image: the pods' image into containerd's k8s.io namespace, once per boot
 import_image() {
     ctr -n k8s.io images ls -q | grep -qx docker.io/local/field:1 && return 0
@@ -183,6 +214,7 @@ part_cri() {
     containerd_with "$EX/config-1.6-base-runtime-spec.toml" tests/field/containerd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "containerd scenarios" python3 tests/field/cri.py "$GEN"
+    doctor_shape "containerd CRI, base_runtime_spec"
     systemctl stop containerd
 }
 
@@ -195,6 +227,7 @@ part_nri() {
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     systemctl stop containerd
     part "containerd NRI scenarios" python3 tests/field/nri.py "$GEN"
+    doctor_shape "containerd with NRI"
 }
 
 # systemd-cgroup: containerd's runc and crun handlers with SystemdCgroup = true, pods under
@@ -205,6 +238,7 @@ part_systemd-cgroup() {
     containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "containerd, systemd cgroup driver" python3 tests/field/systemd_cgroup.py "$GEN"
+    doctor_shape "containerd, systemd cgroup driver"
     systemctl stop containerd
 }
 
@@ -215,6 +249,7 @@ part_podman() {
     for rt in crun runc; do
         phase "podman-$rt"
         part "podman scenarios ($rt)" tests/field/podman.sh "$rt" "$IN/rootfs.tar"
+        doctor_shape "podman with $rt"
     done
 }
 
@@ -224,6 +259,7 @@ part_podman() {
 part_exec() {
     phase exec
     part "exec window" tests/field/exec.sh "$IN/rootfs.tar" "$GEN"
+    doctor_shape "after the exec window"
 }
 
 # isolation: co-run recorders on the two siblings, containerd with kubelet's systemd cgroup driver
@@ -234,6 +270,7 @@ part_isolation() {
     containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "isolation (co-run pairs through the routes)" python3 tests/field/isolation.py "$GEN" /tmp/corun
+    doctor_shape "after the isolation pairs"
     systemctl stop containerd
 }
 
@@ -245,6 +282,7 @@ part_escape() {
     containerd_with "$EX/config-1.7-nri.toml" tests/field/containerd-systemd-test.toml || return
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "escape (failed open: seen, counted, healed)" python3 tests/field/escape.py "$GEN"
+    doctor_shape "after the escapes, healed"
     systemctl stop containerd
 }
 
@@ -272,6 +310,7 @@ part_upgrade() {
     import_image || { bad "ctr images import failed: $(tail -n 3 "$X/ctr-import.log")"; return; }
     part "upgrade $old_version -> $new_version, rollback, upgrade again" \
         python3 tests/field/upgrade.py "$GEN" "$IN/previous.deb" "$old_version" "$IN/oci-coresched-hook.deb" "$new_version" "$IN/rootfs.tar"
+    doctor_shape "upgraded, NRI with the systemd cgroup driver"
     systemctl stop containerd
     timed "apt purge (after the upgrade part)" quiet "$X/upgrade-purge.log" \
         env DEBIAN_FRONTEND=noninteractive apt-get purge -y oci-coresched-hook ||

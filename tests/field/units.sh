@@ -13,7 +13,10 @@
 #                               decisions reach journald; `systemctl kill -s KILL` of the follower
 #                               is followed by systemd's restart with every cookie unchanged; the
 #                               gc service, run by hand, drops a container whose poststop never
-#                               ran; `systemd-analyze security` of each service as `#` lines.
+#                               ran; `doctor` and `status` on the node as installed; a config that
+#                               does not parse stops the follower with one line (no restart loop),
+#                               named by check-config and doctor; `systemd-analyze security` of each
+#                               service as `#` lines.
 #   units.sh remove             at the end of the boot: `apt remove` stops the units and removes
 #                               them (config kept), `apt purge` removes the config, the state dir
 #                               and the units' enablement state.
@@ -225,7 +228,51 @@ check_units() {
     systemctl start "$REC"
     check "$REC runs again after the gc check" systemctl is-active --quiet "$REC"
 
-    # 7. Exposure scores (reported, not asserted).
+    # 8. doctor on the node as the package installed it: core scheduling supported, SMT on, no
+    # sched_ext, the packaged config, the hooks.d route, the follower running this build, a clean
+    # audit. The field tier's capture wrapper stands at the hooks.d file's path (another file than
+    # the packaged binary), so that one fact may warn, and only that one.
+    local dout drc=0 bad_facts
+    dout=$("$HOOK" doctor --json 2>"$X/doctor.err") || drc=$?
+    "$HOOK" doctor 2>&1 | sed 's/^/#   doctor: /'
+    bad_facts=$(jq -r '[.facts[] | select(.level == "fail" or (.level == "warn" and .name != "hooks.d")) | .name] | join(" ")' <<<"$dout" 2>/dev/null || echo "no report")
+    check "doctor on the systemd node: exit $drc, verdict $(jq -r .verdict <<<"$dout" 2>/dev/null), no failing fact${bad_facts:+ (failing: $bad_facts)}" \
+        test -z "$bad_facts" -a "$drc" -le 1
+    for f in kernel smt sched_ext config routes follower audit; do
+        check "doctor on the systemd node: $f ok" test "$(jq -r --arg n "$f" '[.facts[] | select(.name == $n) | .level] | first' <<<"$dout")" = ok
+    done
+    local sout src=0
+    sout=$("$HOOK" status 2>&1) || src=$?
+    check "status, doctor's short form, agrees on the exit status ($src) and says the verdict first ($(head -n 1 <<<"$sout"))" \
+        test "$src" = "$drc" -a -n "$sout"
+
+    # 9. A config that does not parse: the follower stops with one line saying which key, and
+    # stays stopped (no restart every 2 s); check-config and doctor name the key. Then fixed.
+    cp /etc/$PKG/config.toml "$X/config.units.bak"
+    echo 'fail_closd = true' >>/etc/$PKG/config.toml
+    local nr0
+    nr0=$(prop "$REC" NRestarts)
+    systemctl restart "$REC" 2>/dev/null
+    stopped() { [[ $(prop "$REC" ActiveState) == failed || $(prop "$REC" ActiveState) == inactive ]]; }
+    wait_for 15 stopped
+    sleep 5
+    check "a bad config: $REC stopped ($(prop "$REC" ActiveState), status $(prop "$REC" ExecMainStatus)) and stays stopped (NRestarts $nr0 -> $(prop "$REC" NRestarts))" \
+        bash -c "[[ \$(systemctl show -p ActiveState --value $REC) != active && \$(systemctl show -p ExecMainStatus --value $REC) == 2 && \$(systemctl show -p NRestarts --value $REC) == $nr0 ]]"
+    check "systemctl status $REC shows the line naming the key" bash -c "systemctl status --no-pager -l $REC 2>&1 | grep -q 'fail_closd'"
+    local cc=0
+    "$HOOK" check-config >"$X/check-config.out" 2>&1 || cc=$?
+    check "check-config: exit 1 naming the key ($(grep -o 'unknown field `fail_closd`' "$X/check-config.out"))" \
+        bash -c "[[ $cc == 1 ]] && grep -q fail_closd $X/check-config.out"
+    drc=0
+    dout=$("$HOOK" doctor --json 2>/dev/null) || drc=$?
+    check "doctor with the bad config: exit 1, its config fact fails naming the key" \
+        bash -c "[[ $drc == 1 ]] && jq -e '[.facts[] | select(.name == \"config\" and .level == \"fail\")] | first | .summary | contains(\"fail_closd\")' <<<\"\$1\" >/dev/null" _ "$dout"
+    cp "$X/config.units.bak" /etc/$PKG/config.toml
+    systemctl reset-failed "$REC" "$GC" 2>/dev/null
+    systemctl start "$REC"
+    check "config fixed: $REC runs again" systemctl is-active --quiet "$REC"
+
+    # 10. Exposure scores (reported, not asserted).
     local score
     for u in "$REC" "$GC" "$NRI"; do
         systemd-analyze security --no-pager "$u" >"$X/security-$u.txt" 2>&1

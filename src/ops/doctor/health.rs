@@ -92,12 +92,15 @@ fn fail_open_fact<K>(node: &Node<'_, K>) -> Fact {
             if total == 0 {
                 Fact::new("fail_open", Level::Ok, "no hook run failed open")
             } else {
+                // Past, not present: whether a container runs without its cookie now is the
+                // audit's `escaped` rule (the follower heals them); these are the causes to fix.
                 Fact::new(
                     "fail_open",
-                    Level::Warn,
+                    Level::Info,
                     format!(
                         "{total} hook run(s) failed open since the state dir was made: {} (journalctl -t \
-                         oci-coresched-hook names each container)",
+                         oci-coresched-hook names each container; the audit says whether one still runs \
+                         without its cookie)",
                         nonzero.join(", ")
                     ),
                 )
