@@ -225,11 +225,17 @@ fn fail(config: &Config, err: anyhow::Error, at: Failed<'_>, ledger: Option<Path
     }
     let counted = match (at.ensure, ledger) {
         (false, _) => String::new(),
-        (true, Some(dir)) => match fail_open::record(&dir, at.reason) {
-            Ok(()) => String::new(),
-            // The ledger's own message only: its cause is the state dir's, said above.
-            Err(e) => format!(" (not counted: {e})"),
-        },
+        (true, Some(dir)) => {
+            // A run that failed before it opened the state dir (the kernel's probe, the sched_ext
+            // guard) makes it as that step would have, so that a node where no hook has run yet
+            // counts it too; a state dir that cannot be made fails the record below.
+            let _ = crate::host::state_dir::StateDir::open(&dir);
+            match fail_open::record(&dir, at.reason) {
+                Ok(()) => String::new(),
+                // The ledger's own message only: its cause is the state dir's, said above.
+                Err(e) => format!(" (not counted: {e})"),
+            }
+        }
         (true, None) => " (not counted: no state dir)".into(),
     };
     log::warn!(

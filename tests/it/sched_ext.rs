@@ -181,8 +181,9 @@ mod with_fake_kernel {
     fn the_hook_fails_open_counting_sched_ext_and_with_fail_closed_refuses() {
         let w = World::fake_kernel("sx-hook", "");
         let sys = Sys::new(&w);
-        // The state dir as the packages make it (tmpfiles.d): where the fail-open ledger counts.
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(w.state_dir()).unwrap();
+        // No state dir yet (a node where no hook has run): the run that fails before it would
+        // open one makes it, so that the fail-open ledger counts.
+        assert!(!w.state_dir().exists());
         let web = pod("tenant-a", "web");
         sys.load();
         let hook = |id: &str, pid: i32| {
@@ -194,6 +195,8 @@ mod with_fake_kernel {
         assert_eq!(out.code(), Some(0), "{out}");
         assert!(out.stderr.contains("reason sched_ext") && out.stderr.contains(HELD), "{out}");
         assert!(!out.stderr.contains("not counted"), "{out}");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(w.state_dir()).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o700, "the state dir as the hook makes it");
         assert_eq!(cookies_made(&w), Vec::<String>::new(), "no cookie was made");
         let metrics = w.run_input(sys.on(w.cmd(&["metrics"])), None, WAIT);
         assert!(metrics.success(), "{metrics}");
