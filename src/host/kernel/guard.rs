@@ -2,16 +2,18 @@
 //! (CREATE, SHARE_TO, SHARE_FROM, and the support probe that precedes them) while
 //! [`crate::host::sched_ext`] says a sched_ext scheduler is loaded, or cannot say. Reads (GET)
 //! pass. The state is read again at every call, so a long-running command follows a scheduler
-//! being loaded and unloaded.
+//! being loaded and unloaded; only a kernel without sched_ext at all (no `/sys/kernel/sched_ext`,
+//! a build-time fact that cannot change until a reboot) is remembered once seen, so that the
+//! hook's several calls read sysfs once there.
 //!
 //! Every refusal is counted in this process ([`refusals`]); the hook counts its own through its
 //! failure reason `sched_ext`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{CoreSched, KernelError, Scope};
-use crate::host::sched_ext::SchedExt;
+use crate::host::sched_ext::{SchedExt, State};
 use crate::values::{Cookie, Pid};
 
 static REFUSALS: AtomicU64 = AtomicU64::new(0);
@@ -26,16 +28,24 @@ pub fn refusals() -> u64 {
 pub struct Guarded<K> {
     inner: K,
     sys_root: PathBuf,
+    /// This kernel has no sched_ext at all (seen once, true until a reboot).
+    absent: AtomicBool,
 }
 
 impl<K> Guarded<K> {
     /// `inner` guarded by the sched_ext state under `sys_root` (`/sys`).
     pub fn new(inner: K, sys_root: PathBuf) -> Self {
-        Self { inner, sys_root }
+        Self { inner, sys_root, absent: AtomicBool::new(false) }
     }
 
     fn check(&self) -> Result<(), KernelError> {
+        if self.absent.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let s = SchedExt::read(&self.sys_root);
+        if s.state == State::Absent {
+            self.absent.store(true, Ordering::Relaxed);
+        }
         if s.blocks_cookies() {
             REFUSALS.fetch_add(1, Ordering::Relaxed);
             return Err(KernelError::SchedExt(s.describe()));

@@ -91,3 +91,21 @@ fn held_off_says_why_and_the_kernels_own_probe_passes_the_guard() {
     // A bare kernel has no guard to hold anything off.
     assert_eq!(FakeKernel::new(ProcFs::default()).held_off(), None);
 }
+
+#[test]
+fn a_kernel_without_sched_ext_is_read_once() {
+    let (d, fp, k) = setup(None);
+    fp.spawn(100, 5, 0, "/a").unwrap();
+    k.probe().unwrap();
+    // Not a kernel a running system turns into one with sched_ext: the first look stands.
+    std::fs::create_dir_all(d.path().join("sys/kernel/sched_ext")).unwrap();
+    std::fs::write(d.path().join("sys/kernel/sched_ext/state"), "enabled\n").unwrap();
+    k.create(100, Scope::ThreadGroup).unwrap();
+    // One with sched_ext is read at every call (the_state_is_read_at_every_call), and so is a
+    // state that could not be told.
+    let bare = tempfile::tempdir().unwrap();
+    let k = Guarded::new(FakeKernel::new(fp.procfs()), bare.path().to_path_buf());
+    assert!(k.create(100, Scope::ThreadGroup).is_err());
+    std::fs::create_dir_all(bare.path().join("kernel")).unwrap();
+    k.create(100, Scope::ThreadGroup).unwrap();
+}
