@@ -100,14 +100,18 @@ pub struct HookFile {
     pub always: bool,
 }
 
-/// Reads one hooks.d file.
-pub fn read_hook_file(file: &Path) -> Result<HookFile, WiringError> {
+/// A JSON file that must exist.
+fn read_json(file: &Path) -> Result<serde_json::Value, WiringError> {
     let text = read_text(file)?.ok_or_else(|| WiringError::Read {
         path: file.to_path_buf(),
         source: io::Error::from(io::ErrorKind::NotFound),
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| WiringError::Parse { path: file.to_path_buf(), message: e.to_string() })?;
+    serde_json::from_str(&text).map_err(|e| WiringError::Parse { path: file.to_path_buf(), message: e.to_string() })
+}
+
+/// Reads one hooks.d file.
+pub fn read_hook_file(file: &Path) -> Result<HookFile, WiringError> {
+    let v = read_json(file)?;
     let stages = v
         .get("stages")
         .and_then(|s| s.as_array())
@@ -282,12 +286,7 @@ fn collect_base_specs(t: &toml::Table, file: &Path, out: &mut Vec<(PathBuf, Path
 /// The hooks of a base runtime spec (`file` under the host root) that run [`BINARY`], with their
 /// stage.
 pub fn base_spec_hooks(file: &Path) -> Result<Vec<(String, Hook)>, WiringError> {
-    let text = read_text(file)?.ok_or_else(|| WiringError::Read {
-        path: file.to_path_buf(),
-        source: io::Error::from(io::ErrorKind::NotFound),
-    })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| WiringError::Parse { path: file.to_path_buf(), message: e.to_string() })?;
+    let v = read_json(file)?;
     let mut out = Vec::new();
     for (stage, hooks) in v.get("hooks").and_then(|h| h.as_object()).into_iter().flatten() {
         for h in hooks.as_array().into_iter().flatten().filter_map(Hook::of) {

@@ -282,6 +282,32 @@ def scenarios(cri, plugin, containerd, without):
     check(f"systemctl stop (SIGTERM): the plugin exits 0 ({rc})", rc == "exited 0", rc)
 
 
+def doctor_with_plugin(plugin, containerd):
+    """`doctor` on the node while the NRI unit serves containerd: containerd is wired through the
+    plugin, which runs this build, and every route is covered."""
+    import json
+    import subprocess
+
+    containerd.start()
+    since = len(plugin.log())
+    plugin.start()
+    check("doctor's node: the NRI unit started again and registers", wait_for(lambda: registered(plugin, since), 90),
+          plugin.log()[since:][-1500:])
+    r = subprocess.run(["/usr/bin/oci-coresched-hook", "doctor", "--json"], capture_output=True, text=True, timeout=300)
+    try:
+        facts = {f["name"]: f for f in json.loads(r.stdout)["facts"]}
+    except (ValueError, KeyError):
+        check(f"doctor reports (exit {r.returncode})", False, (r.stdout[-500:], r.stderr[-500:]))
+        return
+    for f in facts.values():
+        if f["level"] != "ok":
+            note(f"doctor (NRI unit): {f['level']} {f['name']}: {f['summary']}")
+    for name, want in (("containerd", "through the NRI plugin"), ("nri", "runs"), ("routes", "containerd (NRI plugin)")):
+        fact = facts.get(name, {})
+        check(f"doctor with the NRI unit running: {name} ok ({fact.get('summary')})",
+              fact.get("level") == "ok" and want in fact.get("summary", ""), fact)
+
+
 def main():
     gen = sys.argv[1]
     pb = base.compile_proto(gen)
@@ -291,6 +317,7 @@ def main():
     without = []  # CreateContainer times with NRI on but no plugin connected
     try:
         base.guarded("containerd NRI scenarios", cri, lambda: scenarios(cri, plugin, containerd, without))
+        base.guarded("doctor with the NRI unit", cri, lambda: doctor_with_plugin(plugin, containerd))
     finally:
         # The node's state for the next parts: no NRI plugin, no containerd.
         systemctl("disable", "--now", NRI_UNIT)
