@@ -20,9 +20,9 @@
 # update to the previous release's manifest and image (tests/field/previous-release.sh builds them
 # from this repository's history) and back to this release's, each with the tenants running
 # (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
-# that release's follower), `rebuild`, `doctor` in the follow container (the node isolates; with SMT
-# turned off there is nothing to isolate, both pods stay ready and their pages say so), and the
-# uninstall. Throughout, this release's DaemonSet
+# that release's follower), `rebuild`, `doctor` in the follow container (the node isolates while the
+# tenants run through the plugin; with SMT turned off there is nothing to isolate, both pods stay
+# ready and their pages say so), and the uninstall. Throughout, this release's DaemonSet
 # containers (`nri`, `follow`) must be at cookie 0, also when `follow` was given a cookie by hand
 # before the plugin restarts.
 #
@@ -515,20 +515,32 @@ class Scenarios:
         for f in (report or {}).get("facts", []):
             if f["level"] != "ok":
                 note(f"doctor ({what}): {f['level']} {f['name']}: {f['summary']}")
+            if f["level"] in ("fail", "warn"):
+                for line in f.get("detail", []):
+                    note(f"doctor ({what}):     {line}")
         return x.exit_code, report
 
-    def node_shapes(self):
-        """doctor in the DaemonSet's follow container on the node as it is (it isolates: exit 0),
-        then with SMT turned off (nothing to isolate: exit 0, both pods stay ready and their pages
-        say the kernel cannot make cookies), then on again."""
-        plan = self.ds.plan
-        specs = {n: kubelet.container_named(plan.template, n) for n in ("nri", "follow")}
-        rc, rep = self.doctor("SMT on")
+    def doctor_isolates(self):
+        """doctor in the follow container on the node with its tenants running through the
+        DaemonSet's plugin: it isolates (exit 0), every fact that says so ok."""
+        rc, rep = self.doctor("tenants running")
         facts = {f["name"]: f for f in (rep or {}).get("facts", [])}
         check(f"doctor in the follow container: the node isolates (exit {rc}, verdict {(rep or {}).get('verdict')})",
               rc == 0 and (rep or {}).get("verdict") == "isolates", (rep or {}).get("summary"))
         for name in ("kernel", "smt", "sched_ext", "config", "routes", "follower", "nri", "audit"):
             check(f"doctor in the follow container: {name} ok", facts.get(name, {}).get("level") == "ok", facts.get(name))
+        self.timer.phase("doctor")
+
+    def node_shapes(self):
+        """doctor in the DaemonSet's follow container on the node as it is (its facts of the kernel,
+        the config and the wiring ok), then with SMT turned off (nothing to isolate: exit 0, both pods stay ready and their pages
+        say the kernel cannot make cookies), then on again."""
+        plan = self.ds.plan
+        specs = {n: kubelet.container_named(plan.template, n) for n in ("nri", "follow")}
+        rc, rep = self.doctor("SMT on, after the rolling update and rebuild")
+        facts = {f["name"]: f for f in (rep or {}).get("facts", [])}
+        for name in ("kernel", "smt", "sched_ext", "config", "routes", "follower", "nri"):
+            check(f"doctor in the follow container, SMT on: {name} ok", facts.get(name, {}).get("level") == "ok", facts.get(name))
         ip = kubelet.node_ip()
         ports = {n: q["containerPort"] for n, c in specs.items() for q in c.get("ports") or []}
 
@@ -802,6 +814,7 @@ def main():
         s.first_start()
         s.tenants_through_nri()
         s.endpoints()
+        s.doctor_isolates()
         s.catch_up()
         s.escape()
         s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
