@@ -9,8 +9,7 @@
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-/// The binary's file name, as hooks name it.
-pub const BINARY: &str = "oci-coresched-hook";
+use crate::host::bundle::HOOK_NAME;
 /// The hooks.d file the packages install.
 pub const HOOK_FILE: &str = "oci-coresched-hook.json";
 /// The hooks.d directories podman and CRI-O read when their `hooks_dir` is not set (the first),
@@ -81,9 +80,9 @@ impl Hook {
         Some(Self { path, args })
     }
 
-    /// Whether it runs this binary: its executable is named [`BINARY`].
+    /// Whether it runs this binary: its executable is named [`HOOK_NAME`].
     pub fn runs_this_binary(&self) -> bool {
-        self.path.file_name().is_some_and(|n| n == BINARY)
+        self.path.file_name().is_some_and(|n| n == HOOK_NAME)
     }
 }
 
@@ -122,7 +121,7 @@ pub fn read_hook_file(file: &Path) -> Result<HookFile, WiringError> {
 }
 
 /// The hooks.d files in `dir` (a path already under the host root) that concern this binary: the
-/// one named [`HOOK_FILE`] and every `*.json` whose hook runs [`BINARY`], each read (or why it
+/// one named [`HOOK_FILE`] and every `*.json` whose hook runs [`HOOK_NAME`], each read (or why it
 /// could not be). `Ok(None)`: no such directory.
 pub fn hooks_d(dir: &Path) -> Result<Option<Vec<Result<HookFile, WiringError>>>, WiringError> {
     let entries = match std::fs::read_dir(dir) {
@@ -283,7 +282,7 @@ fn collect_base_specs(t: &toml::Table, file: &Path, out: &mut Vec<(PathBuf, Path
     }
 }
 
-/// The hooks of a base runtime spec (`file` under the host root) that run [`BINARY`], with their
+/// The hooks of a base runtime spec (`file` under the host root) that run [`HOOK_NAME`], with their
 /// stage.
 pub fn base_spec_hooks(file: &Path) -> Result<Vec<(String, Hook)>, WiringError> {
     let v = read_json(file)?;

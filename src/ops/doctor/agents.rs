@@ -2,8 +2,9 @@
 //! found in `/proc` by their command line (the packaged units and the DaemonSet's containers
 //! alike), each process's executable compared with this binary.
 
+use crate::host::bundle::HOOK_NAME;
 use crate::host::procfs::ProcFs;
-use crate::host::wiring::{self, BINARY};
+use crate::host::wiring;
 use crate::values::Pid;
 
 use super::{Fact, Level, Node};
@@ -42,7 +43,7 @@ pub struct Agents {
 /// Which part `args` (a command line) runs, if it is this binary's `reconcile --follow` or `nri`.
 pub fn kind_of(args: &[String]) -> Option<Kind> {
     let (argv0, rest) = args.split_first()?;
-    if std::path::Path::new(argv0).file_name()? != BINARY {
+    if std::path::Path::new(argv0).file_name()? != HOOK_NAME {
         return None;
     }
     let mut it = rest.iter();
