@@ -1,9 +1,8 @@
 //! `metrics`: the cache and the kernel as Prometheus text (exposition format 0.0.4), written for
 //! node_exporter's textfile collector.
 //!
-//! Metric and label names follow Koordinator's koordlet where it has them
-//! (`container_core_sched_cookie`, `core_sched_cookie_manage_status`), so existing dashboards work;
-//! the rest are prefixed `oci_coresched_hook_`. The caller of [`render`] holds the state lock;
+//! Every family is named `oci_coresched_hook_…`, counters end in `_total` and units are in the
+//! name (docs/metrics.md). The caller of [`render`] holds the state lock;
 //! [`render_node`] (the node's families, which both agents' pages carry too) reads only sysfs and
 //! the kernel.
 
@@ -74,7 +73,7 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
     let mut live_per_group: BTreeMap<String, u64> = groups.iter().map(|g| (g.key.clone(), 0)).collect();
     family(
         &mut out,
-        "container_core_sched_cookie",
+        "oci_coresched_hook_container_cookie",
         "gauge",
         "Core scheduling cookie of a container's init (the value loses precision above 2^53; the core_sched_cookie label is exact).",
     );
@@ -99,7 +98,7 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
             (opt(&m.labels.pod_name), opt(&m.labels.namespace), opt(&m.labels.pod_uid), opt(&m.labels.container_name));
         sample(
             &mut out,
-            "container_core_sched_cookie",
+            "oci_coresched_hook_container_cookie",
             &[
                 ("pod_name", &pod_name),
                 ("pod_namespace", &pod_ns),
@@ -115,20 +114,20 @@ pub fn render<K: CoreSched>(store: &Store, kernel: &K, proc: &ProcFs) -> Result<
 
     family(
         &mut out,
-        "core_sched_cookie_manage_status",
+        "oci_coresched_hook_group_ensures_total",
         "counter",
         "Ensures of a core scheduling group by outcome since the cache was created.",
     );
     for g in &groups {
         sample(
             &mut out,
-            "core_sched_cookie_manage_status",
+            "oci_coresched_hook_group_ensures_total",
             &[("core_sched_group", &g.key), ("status", "succeeded")],
             g.ok as f64,
         );
         sample(
             &mut out,
-            "core_sched_cookie_manage_status",
+            "oci_coresched_hook_group_ensures_total",
             &[("core_sched_group", &g.key), ("status", "failed")],
             g.failed as f64,
         );

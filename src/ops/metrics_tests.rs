@@ -140,8 +140,8 @@ fn render_is_valid_exposition_and_reports_live_members() {
 
     // Independent of the parser: the raw shape.
     for name in [
-        "container_core_sched_cookie",
-        "core_sched_cookie_manage_status",
+        "oci_coresched_hook_container_cookie",
+        "oci_coresched_hook_group_ensures_total",
         "oci_coresched_hook_failures_total",
         "oci_coresched_hook_group_members",
     ] {
@@ -157,7 +157,7 @@ fn render_is_valid_exposition_and_reports_live_members() {
 
     promtool_check(&text);
     let Some(fams) = parse_with_prometheus_client(&text) else { return };
-    let cookie = family_of(&fams, "container_core_sched_cookie");
+    let cookie = family_of(&fams, "oci_coresched_hook_container_cookie");
     assert_eq!(cookie["type"], "gauge");
     let samples = cookie["samples"].as_array().unwrap();
     assert_eq!(samples.len(), 3, "{cookie:#}");
@@ -180,14 +180,14 @@ fn render_is_valid_exposition_and_reports_live_members() {
     assert_eq!(b1["pod_uid"], "");
     assert_eq!(sample_value(cookie, &[("container_id", "b1")]), 0xdead_beef_dead_beef_u64 as f64);
 
-    let status = family_of(&fams, "core_sched_cookie_manage_status");
+    // The parser names a counter family without its `_total` suffix.
+    let status = family_of(&fams, "oci_coresched_hook_group_ensures");
     assert_eq!(status["type"], "counter");
     assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/web"), ("status", "succeeded")]), 2.0);
     assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/web"), ("status", "failed")]), 1.0);
     assert_eq!(sample_value(status, &[("core_sched_group", "tenant-a/pod:sb\"1"), ("status", "succeeded")]), 1.0);
     assert_eq!(sample_value(status, &[("core_sched_group", "tenant-b/gone"), ("status", "failed")]), 0.0);
 
-    // The parser names a counter family without its `_total` suffix.
     let failures = family_of(&fams, "oci_coresched_hook_failures");
     assert_eq!(failures["type"], "counter");
     assert_eq!(sample_value(failures, &[("reason", "lock_timeout")]), 2.0);
@@ -428,7 +428,7 @@ fn hook_run_records_pod_labels_that_metrics_report() {
     );
     let text = render(&store, kernel, proc).unwrap();
     let want = format!(
-        "container_core_sched_cookie{{pod_name=\"web-0\",pod_namespace=\"tenant-a\",pod_uid=\"u1\",\
+        "oci_coresched_hook_container_cookie{{pod_name=\"web-0\",pod_namespace=\"tenant-a\",pod_uid=\"u1\",\
              container_name=\"app\",container_id=\"c1\",core_sched_group=\"{}\",core_sched_cookie=\"{:#x}\"}} ",
         m.group, m.cookie
     );

@@ -425,7 +425,7 @@ class Scenarios:
         missing = {n: w for n, w in want.items() if w not in follow_page}
         check("the follower's page has every tenant container with its group and its cookie as coresched reads it "
               "(the `metrics` families)", not missing,
-              [line for line in follow_page.splitlines() if line.startswith("container_core_sched_cookie")] + [str(missing)])
+              [line for line in follow_page.splitlines() if line.startswith("oci_coresched_hook_container_cookie")] + [str(missing)])
         for fam in ("oci_coresched_hook_follow_events_enabled 1", "oci_coresched_hook_audit_violations",
                     "oci_coresched_hook_force_idle_seconds_total"):
             check(f"the follower's page has {fam}", fam in follow_page)

@@ -125,10 +125,7 @@ if [[ -z ${OCH_FIELD_PARTS:-} || " $OCH_FIELD_PARTS " == *" daemonset "* ]]; the
         for page in "$X"/daemonset/scrapes/*.prom; do
             st=0
             out=$(promtool check metrics <"$page" 2>&1) || st=$?
-            # Exit 3 is lint only; the one known lint is Koordinator's counter name without _total,
-            # kept for its dashboards.
-            lint=$(grep -v -e '^$' -e '^core_sched_cookie_manage_status counter metrics should have "_total" suffix$' <<<"$out" || true)
-            if ((st == 0)) || { ((st == 3)) && [[ -z $lint ]]; }; then
+            if ((st == 0)); then
                 log "promtool check metrics accepts the scraped page $(basename "$page") ($(wc -l <"$page") lines)"
             else
                 log "FAILED: promtool check metrics rejects the scraped page $page (exit $st): $out"

@@ -284,9 +284,9 @@ fn metric_names_are_the_families_an_expression_selects() {
     assert!(names("label_values(core_sched_group)").is_empty());
     assert_eq!(
         names(
-            r#"count_values("core_sched_cookie", container_core_sched_cookie) * on(instance) group_left(core_sched_group) core_sched_cookie_manage_status offset 5m"#
+            r#"count_values("core_sched_cookie", oci_coresched_hook_container_cookie) * on(instance) group_left(core_sched_group) oci_coresched_hook_group_ensures_total offset 5m"#
         ),
-        ["container_core_sched_cookie", "core_sched_cookie_manage_status"]
+        ["oci_coresched_hook_container_cookie", "oci_coresched_hook_group_ensures_total"]
     );
     assert_eq!(
         names(

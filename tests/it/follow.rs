@@ -350,7 +350,7 @@ pub(crate) mod with_fake_kernel {
             }
         });
         // The `metrics` command's families (the member with its cookie, its group), then the follower's.
-        assert!(page.contains("container_core_sched_cookie{"), "{page}");
+        assert!(page.contains("oci_coresched_hook_container_cookie{"), "{page}");
         assert!(page.contains(&format!("core_sched_cookie=\"{cookie}\"")), "{page}");
         assert_eq!(sample(&page, "oci_coresched_hook_follow_events_enabled"), Some(1.0), "{page}");
         assert!(page.contains("oci_coresched_hook_group_members{core_sched_group=\"tenant-a/web\"} 1"), "{page}");
