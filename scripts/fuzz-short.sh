@@ -9,10 +9,18 @@
 #   FUZZ_SECONDS=600 scripts/fuzz-short.sh  # longer (`make fuzz`)
 #   scripts/fuzz-short.sh decision        # one target
 #
-# Needs cargo-fuzz (installed here if missing) and a C++ compiler; libFuzzer's sanitizer flags are
-# nightly-only, so on a stable toolchain RUSTC_BOOTSTRAP=1 is set for the fuzz build only.
+# Needs cargo, cargo-fuzz (installed here if missing) and a C++ compiler for libFuzzer (Debian:
+# g++, which scripts/test-all.sh installs); libFuzzer's sanitizer flags are nightly-only, so on a
+# stable toolchain RUSTC_BOOTSTRAP=1 is set for the fuzz build only.
 set -euo pipefail
-cd "$(dirname -- "${BASH_SOURCE[0]}")/../fuzz"
+cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
+. scripts/need-cargo.sh
+cd fuzz
+
+if ! command -v "${CXX:-c++}" >/dev/null 2>&1; then
+    echo "fuzz-short: no C++ compiler (${CXX:-c++}) to build libFuzzer: apt-get install g++" >&2
+    exit 1
+fi
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
 TARGETS=("$@")

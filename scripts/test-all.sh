@@ -6,17 +6,23 @@
 #   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
 #   5. the field tier (tests/field/run.sh): the same kernel with a Debian 13 root (debootstrap,
 #      cached): containerd CRI pods and podman 5 with crun and runc, cookies read by coresched
-# Needs root (apt-get, runtimes, QEMU). Set OCH_SKIP_VM=1 to leave out tiers 4 and 5 locally (never in CI).
+# Needs root (apt-get, runtimes, QEMU) and cargo. Set OCH_SKIP_VM=1 to leave out tiers 4 and 5
+# locally (never in CI). Python modules Debian does not package come from PyPI into a virtual
+# environment of this script's own (never into the system Python, which Debian 12 refuses: PEP 668).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
 log() { printf '\n==> %s\n' "$*"; }
 
+. scripts/need-cargo.sh
+
 # Debian packages the host tiers need (the VM tier installs its own through tests/vm/vm.sh deps).
 # prometheus brings promtool: the metrics unit test runs `promtool check metrics` (and fails
 # under CI without it). Installed without recommends, the service does not run here.
 # pyflakes3 checks the field tier's Python (a name error there would otherwise surface only in the guest).
-APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3 python3-yaml)
+# python3-venv makes the environment below; g++ builds libFuzzer for cargo-fuzz (scripts/fuzz-short.sh).
+APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3
+    python3-yaml python3-venv g++)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -33,14 +39,24 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The metrics test parses the exposition with Prometheus' own Python parser; the packaging test
-# validates the DaemonSet with kubernetes-validate.
-for mod in prometheus_client:prometheus-client kubernetes_validate:kubernetes-validate; do
-    if ! python3 -c "import ${mod%%:*}" 2>/dev/null; then
-        log "installing ${mod#*:} (PyPI)"
-        python3 -m pip install --quiet "${mod#*:}"
-    fi
-done
+# The Python modules of scripts/requirements-test.txt, pinned: the metrics test parses the
+# exposition with Prometheus' own parser (prometheus-client), the packaging test validates the
+# DaemonSet (kubernetes-validate), the chart is linted and rendered by the Helm library
+# (helm-python-sdk). They go into a virtual environment made from Debian's /usr/bin/python3 and
+# kept outside the clone, made anew when the requirements file changes (its sha256 is kept in the
+# environment); its bin/ comes first on PATH, so every test that runs `python3` runs it.
+REQUIREMENTS=scripts/requirements-test.txt
+VENV=${XDG_CACHE_HOME:-$HOME/.cache}/oci-coresched-hook/venv
+want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+if [[ $(cat "$VENV/requirements.sha256" 2>/dev/null) != "$want" || ! -x $VENV/bin/python3 ]]; then
+    log "making the Python environment $VENV (PyPI: $REQUIREMENTS)"
+    rm -rf -- "$VENV"
+    mkdir -p -- "$(dirname -- "$VENV")"
+    /usr/bin/python3 -m venv "$VENV"
+    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input -r "$REQUIREMENTS"
+    echo "$want" >"$VENV/requirements.sha256"
+fi
+export PATH="$VENV/bin:$PATH"
 
 log "rustfmt"
 cargo fmt --check

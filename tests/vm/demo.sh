@@ -8,6 +8,7 @@
 # target/demo/isolation.svg (drawn by tests/vm/demo-svg.py). Run: `make demo`.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
+. scripts/need-cargo.sh
 tests/vm/vm.sh deps
 TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
 # The hook as the packages ship it (a debug build's SQLite is slow under TCG) and the recorder.
@@ -18,9 +19,8 @@ trap 'rm -rf -- "$X"' EXIT
 tests/vm/vm.sh run --timeout 900 --xchg "$X" --env "OCH_BIN=$PWD/target/$TRIPLE/release/oci-coresched-hook" \
     --env "OCH_CORUN=$PWD/target/$TRIPLE/release/examples/corun" -- tests/vm/demo-guest.sh
 mkdir -p target/demo
-mkdir -p target/demo
 cp -- "$X"/*.txt target/demo/
-python3 tests/vm/demo-svg.py target/demo/isolation.svg \
+/usr/bin/python3 tests/vm/demo-svg.py target/demo/isolation.svg \
     "two tenants (tenant-a/web, tenant-b/web):tenant-a/web=$X/tenants-a.txt,tenant-b/web=$X/tenants-b.txt" \
     "the same, 60 ms of it@2000+60:tenant-a/web=$X/tenants-a.txt,tenant-b/web=$X/tenants-b.txt" \
     "one group (tenant-a/web twice):tenant-a/web=$X/group-a.txt,tenant-a/web=$X/group-b.txt"
