@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of oci-coresched-hook (issue 7): each cargo-fuzz target under fuzz/ runs for
+# Bounded fuzzing of oci-coresched-hook: each cargo-fuzz target under fuzz/ runs for
 # FUZZ_SECONDS (default 20) from the committed seeds in fuzz/corpus/<target> (real runc / crun /
 # podman states, configs), with its dictionary. Inputs libFuzzer finds go to fuzz/corpus-run/
 # (ignored by git). Any crash or failed property fails the script; the reproducer is kept in
