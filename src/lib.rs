@@ -10,6 +10,7 @@ pub mod cookies;
 pub mod decide;
 pub(crate) mod error;
 pub mod exit_codes;
+pub(crate) mod exposition;
 pub mod fault;
 pub mod hook;
 pub mod host;

@@ -21,7 +21,7 @@ use crate::host::procfs::ProcFs;
 use crate::store::{Store, Txn};
 
 use super::OpsError;
-use super::metrics::{family, sample};
+use crate::exposition::{family, sample};
 
 /// The sysctl that turns the counting on, relative to the `/proc` tree.
 pub const SCHEDSTATS: &str = "sys/kernel/sched_schedstats";

@@ -1,5 +1,5 @@
-//! `metrics`: the cache and the kernel as Prometheus text (exposition format 0.0.4), written for
-//! node_exporter's textfile collector.
+//! `metrics`: the cache and the kernel as Prometheus text (exposition format 0.0.4, written with
+//! [`crate::exposition`]), for node_exporter's textfile collector.
 //!
 //! Every family is named `oci_coresched_hook_…`, counters end in `_total` and units are in the
 //! name (docs/metrics.md). The caller of [`render`] holds the state lock;
@@ -7,61 +7,15 @@
 //! the kernel.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::cookies::membership::{self, State};
+use crate::exposition::{family, sample};
 use crate::host::cpu::{self, Exposure, Smt};
 use crate::host::kernel::{CookieHex, CoreSched};
 use crate::host::procfs::ProcFs;
 use crate::host::sched_ext::SchedExt;
 use crate::store::{Store, StoreError};
-
-/// Escapes a label value: backslash, double quote and line feed (exposition format 0.0.4).
-pub fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    // HELP text escapes backslash and line feed; ours are static and contain neither.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-pub(crate) fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {}", fmt_value(value));
-}
-
-fn fmt_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else {
-        // Rust prints finite floats without exponent and parseably (e.g. 18446744073709552000).
-        format!("{v}")
-    }
-}
 
 /// Renders every metric. Members whose init died or whose pid was reused are left out (run `gc`);
 /// a live member's cookie is read with GET, falling back to the cached one when GET fails.

@@ -127,13 +127,6 @@ fn sample_value(fam: &serde_json::Value, want: &[(&str, &str)]) -> f64 {
 }
 
 #[test]
-fn label_escaping() {
-    assert_eq!(escape_label(r#"a"b\c"#.to_owned().as_str()), r#"a\"b\\c"#);
-    assert_eq!(escape_label("x\ny"), "x\\ny");
-    assert_eq!(escape_label("plain ünï"), "plain ünï");
-}
-
-#[test]
 fn render_is_valid_exposition_and_reports_live_members() {
     let s = seeded();
     let text = render(&s.store, &s.kernel, &s.proc).unwrap();

@@ -35,7 +35,7 @@ const LAYERS: [&[&str]; 11] = [
     &["store"],
     &["decide"],
     &["host"],
-    &["config", "error", "exit_codes", "fault", "logging", "textfile", "timing", "values"],
+    &["config", "error", "exit_codes", "exposition", "fault", "logging", "textfile", "timing", "values"],
 ];
 
 /// The folders that only group modules (their `mod.rs` declares them and holds no code): a module

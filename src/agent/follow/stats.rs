@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ops::metrics::{family, sample};
+use crate::exposition::{family, sample};
 
 /// The prefix of every family the follower writes.
 pub const PREFIX: &str = "oci_coresched_hook_follow_";

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::agent::endpoint::Board;
 use crate::agent::node::NodeWatch;
+use crate::exposition::{family, sample};
 use crate::host::kernel::CoreSched;
 use crate::host::system::Surroundings;
-use crate::ops::metrics::{family, sample};
 
 /// Why the plugin is not ready before its first configuration.
 pub const STARTING: &str = "not connected to the runtime's NRI socket yet";
