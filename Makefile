@@ -33,6 +33,13 @@ demo:
 package:
 	scripts/package.sh
 
+# packaging/kubernetes/daemonset.yaml from the Helm chart (packaging/helm/oci-coresched-hook)
+# rendered with the real Helm engine, and the chart's copies of the alerting rules and the
+# dashboard. Needs helm-python-sdk (pip, in a venv: scripts/test-all.sh makes one).
+.PHONY: chart
+chart:
+	scripts/helm.py sync
+
 # Builds the packages, checks their contents, installs the .deb here (root), runs containers
 # through it with podman and runc, removes and purges it.
 test-packaging:

@@ -27,6 +27,7 @@ mod explain_fixtures;
 mod faults;
 mod field_fixtures;
 mod follow;
+mod helm;
 mod leftovers;
 mod nri;
 mod operator_commands;
