@@ -20,9 +20,9 @@ log() { printf '\n==> %s\n' "$*"; }
 # prometheus brings promtool: the metrics unit test runs `promtool check metrics` (and fails
 # under CI without it). Installed without recommends, the service does not run here.
 # pyflakes3 checks the field tier's Python (a name error there would otherwise surface only in the guest).
-# python3-venv makes the environment below; g++ builds libFuzzer for cargo-fuzz (scripts/fuzz-short.sh).
+# python3 and python3-venv make the environment below; g++ builds libFuzzer for cargo-fuzz (scripts/fuzz-short.sh).
 APT_PACKAGES=(runc crun podman busybox-static uidmap sqlite3 man-db jq rpm file zsh fish prometheus pyflakes3
-    python3-yaml python3-venv g++)
+    python3 python3-yaml python3-venv g++)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
