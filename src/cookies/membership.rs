@@ -166,10 +166,16 @@ pub fn owner<'a, T>(cg: &str, candidates: impl IntoIterator<Item = (&'a str, &'a
     if ambiguous { None } else { best.map(|(_, _, item)| item) }
 }
 
+/// The live members with a cgroup key as candidates for [`owner`] and [`Owners`]: each one's key,
+/// its group and the member itself. The one way `reconcile` and the audit list them.
+pub fn candidates<'a, 'm>(live: &'a [Live<'m>]) -> impl Iterator<Item = (&'a str, &'a str, &'a Live<'m>)> {
+    live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l)))
+}
+
 /// Whether the live members known by the cgroup `key` belong to more than one group: then none
 /// of them owns it ([`owner`]'s rule), and no process in it gets either group's cookie.
 pub fn shared(key: &str, live: &[Live<'_>]) -> bool {
-    owner(key, live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), ())))).is_none()
+    owner(key, candidates(live)).is_none()
 }
 
 /// [`owner`] for many lookups: the members' cgroup keys indexed once, then each lookup walks up the

@@ -25,6 +25,7 @@
 //!   The sandbox (pause) container does not move the shim.
 
 use crate::cookies::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
+use crate::cookies::groups;
 use crate::cookies::membership;
 use crate::host::kernel::CoreSched;
 use crate::host::procfs::{ProcFs, TaskId};
@@ -78,9 +79,9 @@ fn own_group(sandbox: &str) -> String {
 }
 
 /// The group a shim is recorded in, at cookie 0, once one of its pod's containers runs without a
-/// cookie (no engine ever ensures into it).
+/// cookie (no engine ever ensures into it): [`groups::cleared_shim_group`], which also recognises it.
 fn cleared_group(sandbox: &str) -> String {
-    format!("shim:{sandbox}:cleared")
+    groups::cleared_shim_group(sandbox)
 }
 
 /// What [`wire`] did.

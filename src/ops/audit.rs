@@ -31,6 +31,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, Live, Seen};
 use crate::decide::policy::Action;
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
@@ -146,8 +147,6 @@ impl AuditReport {
     }
 }
 
-const CLEARED_SHIM: &str = ":cleared";
-
 /// Audits the node (see the module documentation). `store`: the cache (`None`: there is none,
 /// so every group cookie is foreign to it); `roots`: the runtimes' state, for cleared
 /// containers. `Err` when `/proc` cannot be listed or the kernel has no core scheduling.
@@ -175,52 +174,32 @@ pub fn audit<K: CoreSched>(
     }
     report.members = live.len();
 
-    // Each group's cookie: its oldest live member's that holds one (members come by group, then age).
-    let mut group_cookie: BTreeMap<&str, Cookie> = BTreeMap::new();
-    let mut by_age: Vec<(i64, &str)> = Vec::new();
-    for l in &live {
-        if l.cookie != 0
-            && !l.member.group.ends_with(CLEARED_SHIM)
-            && !group_cookie.contains_key(l.member.group.as_str())
-        {
-            group_cookie.insert(l.member.group.as_str(), l.cookie);
-            by_age.push((l.member.seq, l.member.group.as_str()));
-        }
-    }
-    report.groups = group_cookie.len();
+    let groups = Groups::new(live.iter().map(|l| (l.member, l.cookie)));
+    report.groups = groups.with_cookie();
     let mut violations = Vec::new();
-    // A cookie belongs to the group that had it first (its oldest member joined first).
-    by_age.sort();
-    let mut owner_of_cookie: BTreeMap<Cookie, &str> = BTreeMap::new();
-    for (_, group) in &by_age {
-        let cookie = &group_cookie[group];
-        if let Some(first) = owner_of_cookie.get(cookie) {
-            for l in live.iter().filter(|l| l.member.group == *group) {
-                let comm = comm(proc, l.member.pid);
-                violations.push(Violation {
-                    rule: Rule::Shared,
-                    pid: l.member.pid,
-                    tid: l.member.pid,
-                    comm,
-                    container: Some(l.member.container_id.clone()),
-                    group: Some(format!("{group} (cookie of {first})")),
-                    want: "a cookie of its own".into(),
-                    have: CookieHex(*cookie).to_string(),
-                });
-            }
-        } else {
-            owner_of_cookie.insert(*cookie, group);
+    // A cookie belongs to the group that had it first: each group holding another's is reported
+    // at its members' inits.
+    for (group, cookie) in groups.cookies() {
+        let Some(first) = groups.borrowed(group) else { continue };
+        for l in live.iter().filter(|l| l.member.group == group) {
+            let comm = comm(proc, l.member.pid);
+            violations.push(Violation {
+                rule: Rule::Shared,
+                pid: l.member.pid,
+                tid: l.member.pid,
+                comm,
+                container: Some(l.member.container_id.clone()),
+                group: Some(format!("{group} (cookie of {first})")),
+                want: "a cookie of its own".into(),
+                have: CookieHex(cookie).to_string(),
+            });
         }
     }
     // The shims the hook gave a cookie (members without a cgroup: judged by identity), and what
     // each must carry: its group's cookie, or 0 once cleared.
     let mut shims: BTreeMap<Pid, (&Live<'_>, Cookie)> = BTreeMap::new();
     for l in live.iter().filter(|l| l.key.is_none()) {
-        let want = if l.member.group.ends_with(CLEARED_SHIM) {
-            0
-        } else {
-            group_cookie.get(l.member.group.as_str()).copied().unwrap_or(0)
-        };
+        let want = groups.cookie(&l.member.group).unwrap_or(0);
         shims.insert(l.member.pid, (l, want));
     }
 
@@ -251,8 +230,7 @@ pub fn audit<K: CoreSched>(
     }
     let escaping_index = membership::Owners::new(escaping.iter().map(|(key, e)| (key.as_str(), e.id.as_str(), *e)));
 
-    let owners =
-        membership::Owners::new(live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l))));
+    let owners = membership::Owners::new(membership::candidates(&live));
     let clearing_index = membership::Owners::new(cleared.iter().map(|(key, id)| (key.as_str(), id.as_str(), id)));
     let own_exe = std::fs::read_link("/proc/self/exe").ok();
     let pids = proc.pids().map_err(|source| OpsError::Proc { pid: 0, source })?;
@@ -280,9 +258,7 @@ pub fn audit<K: CoreSched>(
             };
             report.threads += 1;
             if let Some(e) = escaping.filter(|_| have == 0) {
-                let want = group_cookie
-                    .get(e.group.as_str())
-                    .map_or("a cookie of its group".into(), |c| CookieHex(*c).to_string());
+                let want = groups.cookie(&e.group).map_or("a cookie of its group".into(), |c| CookieHex(c).to_string());
                 violations.push(Violation {
                     rule: Rule::Escaped,
                     pid,
@@ -297,7 +273,7 @@ pub fn audit<K: CoreSched>(
             }
             let (rule, want, container, group) = match (owner, shim, clearing) {
                 (Some(l), _, _) => {
-                    let want = group_cookie.get(l.member.group.as_str()).copied().unwrap_or(l.cookie);
+                    let want = groups.cookie(&l.member.group).unwrap_or(l.cookie);
                     // The init itself off the group's cookie: the group holds two.
                     let rule = if tid == l.member.pid { Rule::Split } else { Rule::Member };
                     (rule, want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
@@ -307,9 +283,9 @@ pub fn audit<K: CoreSched>(
                     (rule, *want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
                 }
                 (None, None, Some(id)) => (Rule::Cleared, 0, Some(id.clone()), None),
-                (None, None, None) => match owner_of_cookie.get(&have) {
-                    Some(g) if have != 0 => (Rule::Outside, 0, None, Some(g.to_string())),
-                    _ => continue,
+                (None, None, None) => match groups.owner_of(have) {
+                    Some(g) => (Rule::Outside, 0, None, Some(g.to_string())),
+                    None => continue,
                 },
             };
             if have == want {

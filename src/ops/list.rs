@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, State};
 use crate::host::kernel::{CookieHex, CoreSched};
 use crate::host::procfs::ProcFs;
@@ -56,12 +57,14 @@ pub fn list<K: CoreSched>(
     let mut out = Vec::new();
     for g in store.groups()? {
         let mut views = Vec::new();
+        let mut alive = Vec::new();
         for m in members.iter().filter(|m| m.group == g.key) {
             let (live, now) = match membership::state(proc, kernel, m) {
                 State::Alive(cookie) => (true, Some(cookie)),
                 State::CookieUnreadable(_) => (true, None),
                 State::Gone(_) | State::Unreadable(_) => (false, None),
             };
+            alive.extend(now.map(|c| (m, c)));
             views.push(MemberView {
                 id: m.container_id.clone(),
                 pid: m.pid,
@@ -72,16 +75,13 @@ pub fn list<K: CoreSched>(
                 cgroup: m.labels.cgroup.clone(),
             });
         }
-        let mut cookies: Vec<&String> =
-            views.iter().filter_map(|v| v.cookie_now.as_ref()).filter(|c| c.as_str() != "0x0").collect();
-        cookies.sort();
-        cookies.dedup();
+        let live_cookies = Groups::new(alive).held(&g.key).len();
         let force_idle_seconds = force_idle.of(&g.key);
         out.push(GroupView {
             group: g.key,
             ok: g.ok,
             failed: g.failed,
-            live_cookies: cookies.len(),
+            live_cookies,
             force_idle_seconds,
             members: views,
         });

@@ -26,7 +26,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::cookies::engine::{Adopted, Engine, EngineError, Relay, kerr};
-use crate::cookies::membership::{self, Live, Seen};
+use crate::cookies::groups::Groups;
+use crate::cookies::membership::{self, Seen};
 use crate::error::Chain;
 use crate::host::cgroup;
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
@@ -175,11 +176,6 @@ impl ReconcileReport {
     }
 }
 
-/// The live members as candidates for [`membership::owner`].
-fn owners<'a, 'm>(live: &'a [Live<'m>]) -> impl Iterator<Item = (&'a str, &'a str, &'a Live<'m>)> {
-    live.iter().filter_map(|l| Some((l.key.as_deref()?, l.member.group.as_str(), l)))
-}
-
 /// Gives every process in each live member's cgroup the cookie of the member's init. See the
 /// module documentation. `Err` only for the cache, or a kernel without core scheduling.
 pub fn reconcile<K: CoreSched>(
@@ -203,22 +199,20 @@ fn converge_split_groups<K: CoreSched>(
     proc: &ProcFs,
     dry_run: bool,
 ) -> Result<Vec<Converged>, EngineError> {
-    let mut groups: std::collections::BTreeMap<String, Vec<(String, Cookie)>> = Default::default();
     let members = store.all_members()?;
+    let mut live = Vec::new();
     for seen in membership::live_members(proc, kernel, &members) {
         match seen {
-            Seen::Live(l) => {
-                groups.entry(l.member.group.clone()).or_default().push((l.member.container_id.clone(), l.cookie))
-            }
+            Seen::Live(l) => live.push((l.member, l.cookie)),
             Seen::CookieUnreadable(_, e) if e.is_unsupported() => return Err(kerr("read the cookie of a member")(e)),
             _ => {}
         }
     }
+    let groups = Groups::new(live);
     let mut out = Vec::new();
-    for (group, members) in groups {
-        // Oldest first (the cache's order): the first holding a cookie defines the group's.
-        let Some(&(_, cookie)) = members.iter().find(|(_, c)| *c != 0) else { continue };
-        let off: Vec<String> = members.iter().filter(|(_, c)| *c != cookie).map(|(id, _)| id.clone()).collect();
+    for (group, cookie) in groups.cookies() {
+        let group = group.to_string();
+        let off: Vec<String> = groups.off(&group).into_iter().map(|(id, _)| id).collect();
         if off.is_empty() {
             continue;
         }
@@ -335,7 +329,7 @@ pub fn reconcile_groups<K: CoreSched>(
                     continue;
                 }
             };
-            if membership::owner(&pid_cg, owners(&live)).is_none_or(|o| o.member.group != m.group) {
+            if membership::owner(&pid_cg, membership::candidates(&live)).is_none_or(|o| o.member.group != m.group) {
                 continue;
             }
             r.processes += 1;

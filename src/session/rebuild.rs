@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::cookies::engine::EngineError;
+use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, Liveness, Seen, State};
 use crate::decide::policy::ContainerInput;
 use crate::decide::policy::{Action, Decision};
@@ -412,20 +413,21 @@ pub fn rebuild<K: CoreSched>(
 
     // Groups whose live members (found now or cached before) disagree.
     for group in groups {
+        let cached = store.members(&group)?;
         let mut members = Vec::new();
-        for m in store.members(&group)? {
-            match membership::state(proc, kernel, &m) {
-                State::Alive(cookie) => members.push((m.container_id, cookie)),
+        for m in &cached {
+            match membership::state(proc, kernel, m) {
+                State::Alive(cookie) => members.push((m, cookie)),
                 State::Gone(_) | State::CookieUnreadable(_) => {}
                 State::Unreadable(source) => return Err(EngineError::Proc { pid: m.pid, source }),
             }
         }
-        let cookies: BTreeSet<Cookie> = members.iter().map(|(_, c)| *c).filter(|c| *c != 0).collect();
-        if cookies.len() > 1 {
+        let held = Groups::new(members.iter().copied());
+        if held.is_split(&group) {
             report.conflicts.push(Conflict {
+                cookies: held.held(&group).iter().map(|c| CookieHex(*c).to_string()).collect(),
                 group,
-                cookies: cookies.iter().map(|c| CookieHex(*c).to_string()).collect(),
-                members: members.into_iter().map(|(id, c)| (id, CookieHex(c).to_string())).collect(),
+                members: members.into_iter().map(|(m, c)| (m.container_id.clone(), CookieHex(c).to_string())).collect(),
             });
         }
     }

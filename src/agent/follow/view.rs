@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, Seen};
 use crate::host::kernel::CoreSched;
 use crate::host::procfs::{ProcFs, TaskId};
@@ -63,6 +64,7 @@ impl View {
     /// in [`View::gone`].
     pub fn build<K: CoreSched>(members: &[Member], kernel: &K, proc: &ProcFs) -> Self {
         let mut out = Vec::new();
+        let mut held = Vec::new();
         let mut idle = Vec::new();
         let mut gone = Vec::new();
         for seen in membership::live_members(proc, kernel, members) {
@@ -80,6 +82,7 @@ impl View {
                 idle.push(IdleMember { container_id: m.container_id.clone(), init, cgroup });
             }
             if let Some(cgroup) = key.filter(|_| cookie != 0) {
+                held.push((m, cookie));
                 out.push(ViewMember {
                     container_id: m.container_id.clone(),
                     group: m.group.clone(),
@@ -89,10 +92,10 @@ impl View {
                 });
             }
         }
+        let held = Groups::new(held);
         let mut groups: BTreeMap<String, GroupState> = BTreeMap::new();
         for m in &out {
-            let g = groups.entry(m.group.clone()).or_default();
-            g.0.insert(m.cookie);
+            let g = groups.entry(m.group.clone()).or_insert_with(|| (held.held(&m.group), Vec::new()));
             g.1.push((m.container_id.clone(), m.init, m.cgroup.clone()));
         }
         Self { members: out, idle, groups, gone }

@@ -14,6 +14,7 @@ mod relay;
 use relay::RelayError;
 pub use relay::{Adopted, Adoption, Relay, RelayOn};
 
+use crate::cookies::groups::{Groups, Holder};
 use crate::cookies::membership::{self, Liveness, Seen};
 use crate::host::kernel::{CookieHex, CoreSched, KernelError, Scope};
 use crate::host::procfs::ProcFs;
@@ -146,6 +147,19 @@ pub(crate) fn kerr(op: impl Into<String>) -> impl FnOnce(KernelError) -> EngineE
     move |source| EngineError::Kernel { op, source }
 }
 
+/// What [`Engine::share_from_oldest`] did.
+enum FromOldest {
+    /// No live member holds a cookie: the live members as read.
+    NoSource(Vec<Live>),
+    /// The group's cookie, from its oldest holder, shared to `targets` (none: all had it).
+    Shared {
+        /// The oldest live member holding a cookie.
+        source: Holder,
+        /// The members given its cookie.
+        targets: Vec<(String, Pid)>,
+    },
+}
+
 /// A live member and the cookie a GET found on it.
 struct Live {
     member: Member,
@@ -202,6 +216,39 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         }
     }
 
+    /// The one share-from-the-oldest loop of ensure and converge: reads `group`'s live members
+    /// (dropping the dead ones), takes its oldest member holding a cookie among those `counts`
+    /// keeps ([`Groups::source`]), and shares that cookie to the members `targets` names; a read
+    /// again when the source dies under the share, at most [`MAX_SOURCE_ATTEMPTS`] times.
+    fn share_from_oldest(
+        &self,
+        group: &str,
+        dropped: &mut Vec<String>,
+        counts: impl Fn(&Member) -> bool,
+        targets: impl Fn(&Groups, &Holder) -> Result<Vec<(String, Pid)>, EngineError>,
+    ) -> Result<FromOldest, EngineError> {
+        for _ in 0..MAX_SOURCE_ATTEMPTS {
+            let live = self.live_members(group, dropped)?;
+            crate::fault::point("after_read");
+            crate::timing::mark("members: /proc + GET each");
+            let groups = Groups::new(live.iter().filter(|l| counts(&l.member)).map(|l| (&l.member, l.cookie)));
+            let Some(source) = groups.source(group).cloned() else { return Ok(FromOldest::NoSource(live)) };
+            let targets = targets(&groups, &source)?;
+            if !targets.is_empty() {
+                match self.relay.share(source.init, source.cookie, &targets) {
+                    Ok(()) => {}
+                    Err(RelayError::SourceGone) => {
+                        log::info!("member {} died while sharing from it; retrying", source.container_id);
+                        continue;
+                    }
+                    Err(RelayError::Engine(e)) => return Err(e),
+                }
+            }
+            return Ok(FromOldest::Shared { source, targets });
+        }
+        Err(EngineError::Unstable { group: group.to_string(), attempts: MAX_SOURCE_ATTEMPTS })
+    }
+
     /// Gives the container's init its group's cookie (idempotent).
     pub fn ensure(&self, req: &EnsureRequest) -> Result<EnsureOutcome, EngineError> {
         crate::timing::mark("begin");
@@ -211,97 +258,75 @@ impl<'a, K: CoreSched> Engine<'a, K> {
         let left = previous.as_ref().filter(|p| p.group != req.group).map(|p| p.group.clone());
         let mut dropped = Vec::new();
 
-        for _ in 0..MAX_SOURCE_ATTEMPTS {
-            let live = self.live_members(&req.group, &mut dropped)?;
-            crate::fault::point("after_read");
-            crate::timing::mark("members: /proc + GET each");
-            // The oldest member holding a cookie defines the group's cookie. The container itself
-            // counts when the cache already has it with this very init (poststart after createRuntime).
-            let source = live
-                .iter()
-                .find(|l| l.cookie != 0 && (l.member.container_id != req.container_id || l.member.pid == req.pid));
-            let (cookie, via, converged) = match source {
-                Some(src) => {
-                    let mut targets: Vec<(String, Pid)> = live
-                        .iter()
-                        .filter(|l| l.cookie != src.cookie && l.member.container_id != req.container_id)
-                        .map(|l| (l.member.container_id.clone(), l.member.pid))
-                        .collect();
-                    let current =
-                        self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
-                    if current != src.cookie {
-                        targets.push((req.container_id.clone(), req.pid));
-                    }
-                    if targets.is_empty() {
-                        (src.cookie, Via::AlreadySet, Vec::new())
-                    } else {
-                        let src_id = src.member.init();
-                        match self.relay.share(src_id, src.cookie, &targets) {
-                            Ok(()) => {}
-                            Err(RelayError::SourceGone) => {
-                                log::info!("member {} died while sharing from it; retrying", src.member.container_id);
-                                continue;
-                            }
-                            Err(RelayError::Engine(e)) => return Err(e),
-                        }
-                        let via = if src.member.container_id == req.container_id {
-                            Via::AlreadySet
-                        } else {
-                            Via::Shared(src.member.container_id.clone())
-                        };
-                        let converged: Vec<String> =
-                            targets.into_iter().map(|(id, _)| id).filter(|id| *id != req.container_id).collect();
-                        (src.cookie, via, converged)
+        // The container itself counts as a source when the cache already has it with this very
+        // init (poststart after createRuntime).
+        let counts = |m: &Member| m.container_id != req.container_id || m.pid == req.pid;
+        let targets = |groups: &Groups, src: &Holder| {
+            let mut targets: Vec<(String, Pid)> =
+                groups.off(&req.group).into_iter().filter(|(id, _)| *id != req.container_id).collect();
+            let current = self.kernel.get(req.pid).map_err(kerr(format!("read the cookie of pid {}", req.pid)))?;
+            if current != src.cookie {
+                targets.push((req.container_id.clone(), req.pid));
+            }
+            Ok(targets)
+        };
+        let (cookie, via, converged) = match self.share_from_oldest(&req.group, &mut dropped, counts, targets)? {
+            FromOldest::Shared { source, targets } => {
+                let via = if targets.is_empty() || source.container_id == req.container_id {
+                    Via::AlreadySet
+                } else {
+                    Via::Shared(source.container_id.clone())
+                };
+                let converged: Vec<String> =
+                    targets.into_iter().map(|(id, _)| id).filter(|id| *id != req.container_id).collect();
+                (source.cookie, via, converged)
+            }
+            FromOldest::NoSource(live) => {
+                self.kernel
+                    .create(req.pid, Scope::ThreadGroup)
+                    .map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
+                let cookie = self.relay.verify(req.pid, None)?;
+                // Live members that lost their cookie (still 0) join the new one.
+                let targets: Vec<(String, Pid)> = live
+                    .iter()
+                    .filter(|l| l.member.container_id != req.container_id)
+                    .map(|l| (l.member.container_id.clone(), l.member.pid))
+                    .collect();
+                if !targets.is_empty() {
+                    match self.relay.share(target, cookie, &targets) {
+                        Ok(()) => {}
+                        Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(req.pid)),
+                        Err(RelayError::Engine(e)) => return Err(e),
                     }
                 }
-                None => {
-                    self.kernel
-                        .create(req.pid, Scope::ThreadGroup)
-                        .map_err(kerr(format!("create a cookie for pid {}", req.pid)))?;
-                    let cookie = self.relay.verify(req.pid, None)?;
-                    // Live members that lost their cookie (still 0) join the new one.
-                    let targets: Vec<(String, Pid)> = live
-                        .iter()
-                        .filter(|l| l.member.container_id != req.container_id)
-                        .map(|l| (l.member.container_id.clone(), l.member.pid))
-                        .collect();
-                    if !targets.is_empty() {
-                        match self.relay.share(target, cookie, &targets) {
-                            Ok(()) => {}
-                            Err(RelayError::SourceGone) => return Err(EngineError::TargetGone(req.pid)),
-                            Err(RelayError::Engine(e)) => return Err(e),
-                        }
-                    }
-                    (cookie, Via::Created, targets.into_iter().map(|(id, _)| id).collect())
-                }
-            };
-            crate::fault::point("after_prctl");
-            crate::timing::mark("relay thread + verify");
-            for id in &converged {
-                self.store.set_cookie(id, cookie)?;
+                (cookie, Via::Created, targets.into_iter().map(|(id, _)| id).collect())
             }
-            // The init must still be the process we acted on.
-            if !self.relay.same(target)? {
-                return Err(EngineError::TargetGone(req.pid));
-            }
-            self.store.upsert_member(&Member {
-                cookie,
-                labels: req.labels.clone(),
-                ..Member::new(&req.container_id, &req.group, req.pid, target.start_time)
-            })?;
-            crate::fault::point("mid_write");
-            // The cookie is set and recorded: what is left is housekeeping, and its failure must
-            // not make the caller roll the record back (the next member would create a second
-            // cookie). `gc` drops an empty group row left behind.
-            if let Some(old) = &left
-                && let Err(e) = self.store.drop_group_if_empty(old)
-            {
-                log::warn!("failed to drop group {old} after container {} left it: {e}", req.container_id);
-            }
-            self.count_ok(req);
-            return Ok(EnsureOutcome { cookie, via, converged, dropped, left });
+        };
+        crate::fault::point("after_prctl");
+        crate::timing::mark("relay thread + verify");
+        for id in &converged {
+            self.store.set_cookie(id, cookie)?;
         }
-        Err(EngineError::Unstable { group: req.group.clone(), attempts: MAX_SOURCE_ATTEMPTS })
+        // The init must still be the process we acted on.
+        if !self.relay.same(target)? {
+            return Err(EngineError::TargetGone(req.pid));
+        }
+        self.store.upsert_member(&Member {
+            cookie,
+            labels: req.labels.clone(),
+            ..Member::new(&req.container_id, &req.group, req.pid, target.start_time)
+        })?;
+        crate::fault::point("mid_write");
+        // The cookie is set and recorded: what is left is housekeeping, and its failure must
+        // not make the caller roll the record back (the next member would create a second
+        // cookie). `gc` drops an empty group row left behind.
+        if let Some(old) = &left
+            && let Err(e) = self.store.drop_group_if_empty(old)
+        {
+            log::warn!("failed to drop group {old} after container {} left it: {e}", req.container_id);
+        }
+        self.count_ok(req);
+        Ok(EnsureOutcome { cookie, via, converged, dropped, left })
     }
 
     /// Moves every live member of `group` whose cookie differs from that of its oldest member
@@ -311,32 +336,15 @@ impl<'a, K: CoreSched> Engine<'a, K> {
     /// when no live member holds one).
     pub fn converge(&self, group: &str) -> Result<(Option<Cookie>, Vec<String>), EngineError> {
         let mut dropped = Vec::new();
-        for _ in 0..MAX_SOURCE_ATTEMPTS {
-            let live = self.live_members(group, &mut dropped)?;
-            let Some(src) = live.iter().find(|l| l.cookie != 0) else { return Ok((None, Vec::new())) };
-            let targets: Vec<(String, Pid)> = live
-                .iter()
-                .filter(|l| l.cookie != src.cookie)
-                .map(|l| (l.member.container_id.clone(), l.member.pid))
-                .collect();
-            if targets.is_empty() {
-                return Ok((Some(src.cookie), Vec::new()));
-            }
-            let src_id = src.member.init();
-            match self.relay.share(src_id, src.cookie, &targets) {
-                Ok(()) => {}
-                Err(RelayError::SourceGone) => {
-                    log::info!("member {} died while sharing from it; retrying", src.member.container_id);
-                    continue;
+        match self.share_from_oldest(group, &mut dropped, |_| true, |groups, _| Ok(groups.off(group)))? {
+            FromOldest::NoSource(_) => Ok((None, Vec::new())),
+            FromOldest::Shared { source, targets } => {
+                for (id, _) in &targets {
+                    self.store.set_cookie(id, source.cookie)?;
                 }
-                Err(RelayError::Engine(e)) => return Err(e),
+                Ok((Some(source.cookie), targets.into_iter().map(|(id, _)| id).collect()))
             }
-            for (id, _) in &targets {
-                self.store.set_cookie(id, src.cookie)?;
-            }
-            return Ok((Some(src.cookie), targets.into_iter().map(|(id, _)| id).collect()));
         }
-        Err(EngineError::Unstable { group: group.to_string(), attempts: MAX_SOURCE_ATTEMPTS })
     }
 
     /// Gives the init cookie 0 (policy none, or a disabled QoS class) and removes the container

@@ -1,0 +1,136 @@
+//! The group rules, in one place: every part that asks what a group's cookie is (the engine's
+//! ensure and converge, `reconcile`, rebuild, `audit`, `list`, the follower's view) builds a
+//! [`Groups`] from the live members it found and asks it.
+//!
+//! - **A group's cookie** is the cookie of its oldest live member holding one ([`Groups::source`],
+//!   [`Groups::cookie`]): members come in the cache's order (group, then join order), and the
+//!   first one whose init carries a cookie other than 0 defines it. The cached cookie value is
+//!   never the proof: the caller passes the cookie a GET found on each live init.
+//! - **A split group** is one whose live members hold more than one cookie other than 0
+//!   ([`Groups::is_split`], [`Groups::held`]); its members off the group's cookie
+//!   ([`Groups::off`]) are what a converge moves.
+//! - **Which group owns a cookie** ([`Groups::owner_of`]): the group whose oldest holder joined
+//!   first; a younger group holding the same cookie holds another group's ([`Groups::borrowed`]).
+//! - **A pod's cleared shim** is recorded in a group of its own ([`cleared_shim_group`],
+//!   recognised by [`is_cleared_shim`]) that never has a cookie: its members are left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::host::procfs::TaskId;
+use crate::store::Member;
+use crate::values::{Cookie, Pid};
+
+/// The suffix of a pod's cleared shim's group ([`cleared_shim_group`]).
+const CLEARED_SHIM: &str = ":cleared";
+
+/// The group a pod's shim is recorded in once it was cleared for its pod (`shim:<sandbox>:cleared`).
+pub fn cleared_shim_group(sandbox: &str) -> String {
+    format!("shim:{sandbox}{CLEARED_SHIM}")
+}
+
+/// Whether `group` is a cleared shim's ([`cleared_shim_group`]): it holds no cookie.
+pub fn is_cleared_shim(group: &str) -> bool {
+    group.ends_with(CLEARED_SHIM)
+}
+
+/// The oldest live member of a group holding a cookie: the source of the group's cookie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Container id.
+    pub container_id: String,
+    /// Its init, identity as cached.
+    pub init: TaskId,
+    /// The cookie a GET found on the init: the group's.
+    pub cookie: Cookie,
+    /// Its join order in the cache.
+    seq: i64,
+}
+
+/// One group: its source and its live members with the cookie on each.
+#[derive(Debug, Clone, Default)]
+struct Group {
+    source: Option<Holder>,
+    members: Vec<(String, Pid, Cookie)>,
+}
+
+/// The live members of some groups, with the cookie a GET found on each, and the rules over them
+/// (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct Groups {
+    groups: BTreeMap<String, Group>,
+}
+
+impl Groups {
+    /// From live members and the cookie on each init, in the cache's order (group, then join
+    /// order). Members of a cleared shim's group are left out.
+    pub fn new<'m>(live: impl IntoIterator<Item = (&'m Member, Cookie)>) -> Self {
+        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        for (m, cookie) in live.into_iter().filter(|(m, _)| !is_cleared_shim(&m.group)) {
+            let g = groups.entry(m.group.clone()).or_default();
+            if g.source.is_none() && cookie != 0 {
+                g.source = Some(Holder { container_id: m.container_id.clone(), init: m.init(), cookie, seq: m.seq });
+            }
+            g.members.push((m.container_id.clone(), m.pid, cookie));
+        }
+        Self { groups }
+    }
+
+    /// The oldest live member of `group` holding a cookie.
+    pub fn source(&self, group: &str) -> Option<&Holder> {
+        self.groups.get(group)?.source.as_ref()
+    }
+
+    /// The cookie of `group`: its oldest live member's that holds one.
+    pub fn cookie(&self, group: &str) -> Option<Cookie> {
+        self.source(group).map(|h| h.cookie)
+    }
+
+    /// Every group with a cookie, and that cookie.
+    pub fn cookies(&self) -> impl Iterator<Item = (&str, Cookie)> {
+        self.groups.iter().filter_map(|(k, g)| Some((k.as_str(), g.source.as_ref()?.cookie)))
+    }
+
+    /// The distinct cookies other than 0 that the live members of `group` hold.
+    pub fn held(&self, group: &str) -> BTreeSet<Cookie> {
+        self.groups.get(group).map(|g| g.members.iter().map(|m| m.2).filter(|c| *c != 0).collect()).unwrap_or_default()
+    }
+
+    /// Whether the live members of `group` hold more than one cookie.
+    pub fn is_split(&self, group: &str) -> bool {
+        self.held(group).len() > 1
+    }
+
+    /// The live members of `group` (container id, init pid) whose cookie is not the group's,
+    /// oldest first; none when the group has no cookie.
+    pub fn off(&self, group: &str) -> Vec<(String, Pid)> {
+        let Some(g) = self.groups.get(group) else { return Vec::new() };
+        let Some(src) = &g.source else { return Vec::new() };
+        g.members.iter().filter(|m| m.2 != src.cookie).map(|m| (m.0.clone(), m.1)).collect()
+    }
+
+    /// The group that owns `cookie`: of the groups whose cookie it is, the one whose oldest holder
+    /// joined first. `None` for 0 and for a cookie no group has.
+    pub fn owner_of(&self, cookie: Cookie) -> Option<&str> {
+        self.groups
+            .iter()
+            .filter_map(|(k, g)| Some((g.source.as_ref()?, k)))
+            .filter(|(h, _)| h.cookie == cookie && cookie != 0)
+            .min_by_key(|(h, k)| (h.seq, *k))
+            .map(|(_, k)| k.as_str())
+    }
+
+    /// The older group whose cookie `group` holds as its own, when another group owns it.
+    pub fn borrowed(&self, group: &str) -> Option<&str> {
+        let cookie = self.cookie(group)?;
+        self.owner_of(cookie).filter(|owner| *owner != group)
+    }
+
+    /// How many groups have a cookie.
+    pub fn with_cookie(&self) -> usize {
+        self.groups.values().filter(|g| g.source.is_some()).count()
+    }
+}
+
+#[cfg(test)]
+#[path = "groups_tests.rs"]
+mod tests;
