@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::host::cpu::Smt;
+use crate::host::cpu::{self, CannotIsolate};
 use crate::host::kernel::{CoreSched, KernelError};
 use crate::host::sched_ext::{self, SchedExt, State};
 
@@ -23,8 +23,9 @@ pub struct Look {
     pub held_off: Option<String>,
     /// The hold ended at this look: what was held off may be done now.
     pub resumed: bool,
-    /// Why this node cannot isolate containers (the guard holds cookies off, or the kernel has no
-    /// core scheduling while SMT is not known to be off), as `/readyz` says it.
+    /// Why this node cannot isolate containers, as `/readyz` says it: the rule of
+    /// [`cpu::cannot_isolate`] (SMT on, and the kernel has no core scheduling or the guard holds
+    /// cookies off), which `doctor` shares.
     pub cannot_isolate: Option<String>,
     /// No cookie can be made here now, for whatever reason (held off, no core scheduling, SMT
     /// off): work that needs one fails as expected, which is no reason to turn unready.
@@ -79,12 +80,12 @@ impl NodeWatch {
         self.held = held.clone();
         let probe = kernel.probe_kernel();
         let no_cookies = held.is_some() || probe.as_ref().is_err_and(KernelError::is_unsupported);
-        let cannot_isolate = match (&held, probe) {
-            (Some(why), _) => Some(format!("this node cannot isolate: core scheduling is held off: {why}")),
-            (None, Err(e @ KernelError::Unsupported)) if Smt::read(&self.sys_root).active != Some(false) => {
-                Some(format!("this node cannot isolate: {e}"))
+        let cannot_isolate = match cpu::cannot_isolate(&self.sys_root, &probe, held.clone()) {
+            Some(CannotIsolate::HeldOff(why)) => {
+                Some(format!("this node cannot isolate: core scheduling is held off: {why}"))
             }
-            _ => None,
+            Some(CannotIsolate::NoCoreScheduling(e)) => Some(format!("this node cannot isolate: {e}")),
+            None => None,
         };
         Look { held_off: held, resumed, cannot_isolate, no_cookies }
     }

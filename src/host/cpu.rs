@@ -13,6 +13,8 @@
 use std::io;
 use std::path::Path;
 
+use crate::host::kernel::KernelError;
+
 /// The SMT directory under the sysfs root.
 pub const SMT_DIR: &str = "devices/system/cpu/smt";
 /// The vulnerabilities directory under the sysfs root.
@@ -53,6 +55,45 @@ impl Smt {
             _ => None,
         });
         Self { control: word("control"), active }
+    }
+}
+
+/// Whether SMT is on: `smt/active`, else `smt/control`, else the probe's ENODEV (`probe`: the
+/// kernel's own answer to the support probe).
+pub fn smt_active(smt: &Smt, probe: &Result<(), KernelError>) -> bool {
+    if matches!(smt.control.as_deref(), Some("off" | "forceoff" | "notsupported")) {
+        return false;
+    }
+    smt.active.unwrap_or(!matches!(probe, Err(KernelError::NoSmt)))
+}
+
+/// Why a node whose SMT is on cannot isolate containers ([`cannot_isolate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CannotIsolate {
+    /// The kernel has no core scheduling (its own probe's answer).
+    NoCoreScheduling(KernelError),
+    /// The sched_ext guard holds every cookie off: why, as
+    /// [`crate::host::sched_ext::SchedExt::describe`] says it.
+    HeldOff(String),
+}
+
+/// The one rule of "this node cannot isolate", for `doctor`'s `list` line and the agents' ready
+/// note, each of which words it its own way: SMT is on ([`smt_active`]; off, nothing shares a
+/// core) and either the kernel's own probe (`probe`, beneath the guard) says it has no core
+/// scheduling, or it answers and the guard holds cookies off (`held_off`: why, `None` when the
+/// guard is off or holds nothing). `None` otherwise, including a probe that failed another way.
+pub fn cannot_isolate(
+    sys_root: &Path,
+    probe: &Result<(), KernelError>,
+    held_off: Option<String>,
+) -> Option<CannotIsolate> {
+    if !smt_active(&Smt::read(sys_root), probe) {
+        return None;
+    }
+    match probe {
+        Err(KernelError::Unsupported) => Some(CannotIsolate::NoCoreScheduling(KernelError::Unsupported)),
+        Ok(()) => held_off.map(CannotIsolate::HeldOff),
+        Err(_) => None,
     }
 }
 

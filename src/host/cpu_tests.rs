@@ -56,3 +56,28 @@ fn vulnerabilities_are_listed_not_assumed() {
     assert!(!v[3].cross_thread && v[3].exposure == Exposure::NotAffected);
     assert_eq!(v[2].text, "Mitigation: Clear CPU buffers; SMT vulnerable");
 }
+
+#[test]
+fn a_node_cannot_isolate_only_while_smt_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = dir.path();
+    let smt = sys.join(SMT_DIR);
+    std::fs::create_dir_all(&smt).unwrap();
+    let held = || Some("a sched_ext scheduler is enabled".to_string());
+    std::fs::write(smt.join("active"), "1\n").unwrap();
+    assert_eq!(
+        cannot_isolate(sys, &Err(KernelError::Unsupported), None),
+        Some(CannotIsolate::NoCoreScheduling(KernelError::Unsupported))
+    );
+    assert_eq!(cannot_isolate(sys, &Ok(()), held()), Some(CannotIsolate::HeldOff(held().unwrap())));
+    assert_eq!(cannot_isolate(sys, &Ok(()), None), None);
+    assert_eq!(cannot_isolate(sys, &Err(KernelError::NoSmt), held()), None, "the kernel says SMT is off");
+    std::fs::write(smt.join("active"), "0\n").unwrap();
+    assert_eq!(cannot_isolate(sys, &Ok(()), held()), None, "SMT off: nothing shares a core");
+    assert_eq!(cannot_isolate(sys, &Err(KernelError::Unsupported), None), None);
+    // SMT unknown (no file): on, unless the kernel says ENODEV.
+    std::fs::remove_file(smt.join("active")).unwrap();
+    assert!(cannot_isolate(sys, &Ok(()), held()).is_some());
+    std::fs::write(smt.join("control"), "off\n").unwrap();
+    assert_eq!(cannot_isolate(sys, &Ok(()), held()), None, "control off");
+}

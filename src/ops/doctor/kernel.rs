@@ -1,6 +1,7 @@
 //! The kernel's facts: `kernel` (the kernel's own answer to the support probe, and its release),
 //! `smt`, `vulnerabilities`, `schedstats` and `sched_ext`.
 
+pub use crate::host::cpu::smt_active;
 use crate::host::cpu::{self, Exposure, Smt};
 use crate::host::kernel::{CoreSched, KernelError};
 use crate::host::sched_ext::{self, SchedExt};
@@ -23,14 +24,6 @@ impl Kernel {
     pub fn can_make_cookies(&self) -> bool {
         self.supported && self.smt_active
     }
-}
-
-/// Whether SMT is on: `smt/active`, else `smt/control`, else the probe's ENODEV.
-pub fn smt_active(smt: &Smt, probe: &Result<(), KernelError>) -> bool {
-    if matches!(smt.control.as_deref(), Some("off" | "forceoff" | "notsupported")) {
-        return false;
-    }
-    smt.active.unwrap_or(!matches!(probe, Err(KernelError::NoSmt)))
 }
 
 /// The kernel facts of `node`.

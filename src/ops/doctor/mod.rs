@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::{Config, ConfigError};
+use crate::host::cpu::CannotIsolate;
 use crate::host::kernel::{CoreSched, KernelError};
 use crate::host::system::System;
 use crate::values::Pid;
@@ -252,22 +253,16 @@ pub fn render(report: &Report, short: bool) -> String {
 
 /// One line when the kernel cannot isolate while SMT is on, for the first line of `list`: a
 /// kernel without core scheduling (`probe`: the kernel's own answer), or the sched_ext guard
-/// (`guard`: the config's `sched_ext_guard`) holding cookies off. `None` otherwise.
+/// (`guard`: the config's `sched_ext_guard`) holding cookies off. `None` otherwise. The rule is
+/// [`crate::host::cpu::cannot_isolate`]'s, which the agents' ready note shares.
 pub fn cannot_isolate(sys_root: &Path, probe: &Result<(), KernelError>, guard: bool) -> Option<String> {
-    let smt = crate::host::cpu::Smt::read(sys_root);
-    if !kernel::smt_active(&smt, probe) {
-        return None;
-    }
-    let why = match probe {
-        Err(KernelError::Unsupported) => KernelError::Unsupported.to_string(),
-        Ok(()) => {
-            let s = crate::host::sched_ext::SchedExt::read(sys_root);
-            if !(guard && s.blocks_cookies()) {
-                return None;
-            }
-            format!("cookies are held off while {} (the sched_ext guard)", s.describe())
-        }
-        Err(_) => return None,
+    let held = || {
+        let s = crate::host::sched_ext::SchedExt::read(sys_root);
+        (guard && s.blocks_cookies()).then(|| s.describe())
+    };
+    let why = match crate::host::cpu::cannot_isolate(sys_root, probe, held())? {
+        CannotIsolate::NoCoreScheduling(e) => e.to_string(),
+        CannotIsolate::HeldOff(why) => format!("cookies are held off while {why} (the sched_ext guard)"),
     };
     Some(format!("this node cannot isolate: {why} (run oci-coresched-hook doctor)"))
 }
