@@ -169,6 +169,27 @@ fn non_http_bytes_are_refused_at_once() {
     others_go_on(&served, &[&idle]);
 }
 
+/// A request written in two parts, split at any byte (a pause between them, so that the endpoint
+/// reads them apart), is answered as the request written whole.
+#[test]
+fn a_request_split_at_any_byte_is_answered_as_one_written_whole() {
+    let served = Served::start();
+    for (request, want) in [
+        (&b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n"[..], 405),
+        (b"GET /metrics HTTP/2.0\r\n\r\n", 505),
+        (b"GET /healthz HTTP/1.1\r\n\r\n", 200),
+    ] {
+        for split in 0..request.len() {
+            let mut s = TcpStream::connect(served.addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            s.write_all(&request[..split]).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            let _ = s.write_all(&request[split..]);
+            assert_eq!(answer_of(&mut s), want, "{:?} split after {split} bytes", String::from_utf8_lossy(request));
+        }
+    }
+}
+
 #[test]
 fn connections_past_the_limit_are_answered_503_and_freed_slots_serve_again() {
     let served = Served::start();
