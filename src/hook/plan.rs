@@ -82,7 +82,6 @@ pub(super) fn plan<K: CoreSched>(
         log::error!("{err}; giving it a cookie of its own");
     }
     let id = decision.container_id.clone();
-    let pid = decision.pid.unwrap_or(0) as Pid;
     match &decision.action {
         Action::Skip => Ok(Plan::Done(Done::Skipped)),
         Action::Forget => {
@@ -92,8 +91,9 @@ pub(super) fn plan<K: CoreSched>(
             }
             Ok(Plan::Stop { dir, id })
         }
-        Action::Clear | Action::Ensure { .. } => {
-            if let Action::Ensure { group, sched_idle } = &decision.action
+        Action::Clear { pid } | Action::Ensure { pid, .. } => {
+            let pid = *pid;
+            if let Action::Ensure { group, sched_idle, .. } = &decision.action
                 && let Some((dir, cookie)) = repeat(decision, group, pid, sys)
             {
                 let via = Via::AlreadySet;
@@ -117,7 +117,7 @@ pub(super) fn plan<K: CoreSched>(
             crate::timing::mark("log + kernel probe");
             let dir = StateDir::open(&sys.state_dir)?;
             let shim = pod_shim(decision, sys, shim_proof);
-            let Action::Ensure { group, sched_idle } = &decision.action else {
+            let Action::Ensure { group, sched_idle, .. } = &decision.action else {
                 return Ok(Plan::Clear { dir, id, pid, shim });
             };
             let cgroup = sys.proc.cgroup(pid).ok().flatten();

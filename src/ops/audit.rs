@@ -207,7 +207,7 @@ pub fn audit<K: CoreSched>(
     let scan = crate::session::rebuild::scan(roots, proc, config);
     let mut cleared: Vec<(String, String)> = Vec::new();
     for r in &scan.running {
-        if r.decision.action == Action::Clear
+        if matches!(r.decision.action, Action::Clear { .. })
             && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
         {
             cleared.push((key, r.c.id.clone()));

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::{Config, QosClass};
-use crate::values::Labels;
+use crate::values::{Labels, Pid};
 
 mod annotations;
 mod qos;
@@ -38,15 +38,21 @@ pub enum Lifecycle {
 /// What the hook does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Give the init the cookie of `group`, and write `cpu.idle = 1` when `sched_idle`.
+    /// Give the init `pid` the cookie of `group`, and write `cpu.idle = 1` when `sched_idle`.
     Ensure {
         /// Group key in the cache (`<namespace>/<group>` when namespaced).
         group: String,
         /// Whether `cpu.idle` is written.
         sched_idle: bool,
+        /// The container's init: past the pid gate, never 0 (which `prctl` reads as the caller)
+        /// nor 1.
+        pid: Pid,
     },
-    /// Give the init cookie 0 (and leave any group).
-    Clear,
+    /// Give the init `pid` cookie 0 (and leave any group).
+    Clear {
+        /// The container's init, as for [`Action::Ensure`].
+        pid: Pid,
+    },
     /// Remove the container from the cache.
     Forget,
     /// Do nothing.
@@ -72,7 +78,7 @@ impl Action {
     pub fn kind(&self) -> ActionKind {
         match self {
             Action::Ensure { .. } => ActionKind::Ensure,
-            Action::Clear => ActionKind::Clear,
+            Action::Clear { .. } => ActionKind::Clear,
             Action::Forget => ActionKind::Forget,
             Action::Skip => ActionKind::Skip,
         }
@@ -235,10 +241,13 @@ pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadCo
         sandbox: SandboxRef::from_annotations(&input.id, ann),
     };
     // 5. The lifecycle and pid gates, then SYSTEM: whatever the annotations say.
-    if let Some((action, reason)) = gate(input.lifecycle, input.pid, qos.system) {
-        (d.action, d.reason) = (action, reason);
-        return Ok(d);
-    }
+    let pid = match gate(input.lifecycle, input.pid, qos.system) {
+        Ok(pid) => pid,
+        Err((action, reason)) => {
+            (d.action, d.reason) = (action, reason);
+            return Ok(d);
+        }
+    };
     // 6. The rule.
     let rule = qos.rule();
     let with_why = |reason: String| match qos.why() {
@@ -248,11 +257,11 @@ pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadCo
     let own = format!("container:{}", input.id);
     // 7. A problem so far: a cookie of its own.
     if !problems.is_empty() {
-        return Ok(own_cookie(d, own, &problems, rule.sched_idle));
+        return Ok(own_cookie(d, own, &problems, rule.sched_idle, pid));
     }
     // 8. No cookie.
     if !rule.enable {
-        d.action = Action::Clear; // `cpu.idle` is only written on an ensure
+        d.action = Action::Clear { pid }; // `cpu.idle` is only written on an ensure
         d.reason = with_why(format!(
             "core scheduling is disabled for QoS class {} by the config",
             d.qos.map_or("-", QosClass::as_str)
@@ -260,14 +269,14 @@ pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadCo
         return Ok(d);
     }
     if d.policy == Policy::None {
-        d.action = Action::Clear;
+        d.action = Action::Clear { pid };
         d.reason = "policy none: the container runs without a cookie".into();
         return Ok(d);
     }
     // 9. The group key.
     let (key, mut reason) = match group_key(d.policy, ann, &own) {
         Ok(chosen) => chosen,
-        Err(problem) => return Ok(own_cookie(d, own, &[problem], rule.sched_idle)),
+        Err(problem) => return Ok(own_cookie(d, own, &[problem], rule.sched_idle, pid)),
     };
     // 10. Its scope, then the expeller suffix.
     let named = !key.contains(':');
@@ -278,7 +287,7 @@ pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadCo
         group.push_str(if named { EXPELLER_SUFFIX } else { INTERNAL_EXPELLER_SUFFIX });
         reason.push_str(&format!(", expeller group of QoS class {}", d.qos.map_or("-", QosClass::as_str)));
     }
-    d.action = Action::Ensure { group, sched_idle: rule.sched_idle };
+    d.action = Action::Ensure { group, sched_idle: rule.sched_idle, pid };
     d.reason = with_why(reason);
     Ok(d)
 }
@@ -319,29 +328,32 @@ fn policy_of(ann: &BTreeMap<String, String>, problems: &mut Vec<InvalidAnnotatio
 
 /// Step 5: what a container gets whatever its annotations say: a stopped one is forgotten, a
 /// stage with nothing to do is skipped, an init that is not there (no pid, or pid ≤ 1) is never
-/// touched, nor is QoS class SYSTEM.
-fn gate(lifecycle: Lifecycle, pid: Option<i64>, system: bool) -> Option<(Action, String)> {
+/// touched, nor is QoS class SYSTEM. `Ok`: the init's pid, which the actions that need one carry.
+fn gate(lifecycle: Lifecycle, pid: Option<i64>, system: bool) -> Result<Pid, (Action, String)> {
     match lifecycle {
         Lifecycle::Forget => {
-            return Some((Action::Forget, "container stopped: forget it and drop its group when empty".into()));
+            return Err((Action::Forget, "container stopped: forget it and drop its group when empty".into()));
         }
-        Lifecycle::Skip => return Some((Action::Skip, "nothing to do at this stage".into())),
+        Lifecycle::Skip => return Err((Action::Skip, "nothing to do at this stage".into())),
         Lifecycle::Ensure => {}
     }
     match pid {
-        None => Some((Action::Skip, "state has no pid: nothing to give a cookie to".into())),
+        None => Err((Action::Skip, "state has no pid: nothing to give a cookie to".into())),
         Some(p) if p <= 1 => {
-            Some((Action::Skip, format!("pid {p} is not a container init (pid <= 1 is never touched)")))
+            Err((Action::Skip, format!("pid {p} is not a container init (pid <= 1 is never touched)")))
         }
-        Some(_) if system => Some((Action::Skip, "QoS class SYSTEM is never touched".into())),
-        Some(_) => None,
+        Some(p) => match Pid::try_from(p) {
+            Err(_) => Err((Action::Skip, format!("pid {p} is not a container init (no kernel has such a pid)"))),
+            Ok(_) if system => Err((Action::Skip, "QoS class SYSTEM is never touched".into())),
+            Ok(pid) => Ok(pid),
+        },
     }
 }
 
 /// Step 7: the container's own key, in its namespace, with what was rejected.
-fn own_cookie(mut d: Decision, own: String, problems: &[InvalidAnnotation], sched_idle: bool) -> Decision {
+fn own_cookie(mut d: Decision, own: String, problems: &[InvalidAnnotation], sched_idle: bool, pid: Pid) -> Decision {
     d.invalid = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-    d.action = Action::Ensure { group: scope(d.namespace.as_deref(), own, true), sched_idle };
+    d.action = Action::Ensure { group: scope(d.namespace.as_deref(), own, true), sched_idle, pid };
     d.reason = "invalid annotation: the container gets a cookie of its own".into();
     d
 }

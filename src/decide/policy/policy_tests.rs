@@ -317,3 +317,18 @@ fn json_shape() {
         assert_eq!(serde_json::to_value(p).unwrap(), s);
     }
 }
+
+#[test]
+fn the_actions_that_act_on_the_init_carry_its_pid() {
+    let ann = BTreeMap::new();
+    let d = decide(&input(Lifecycle::Ensure, "c1", Some(4242), &ann, None), &cfg_default()).unwrap();
+    assert!(matches!(d.action, Action::Ensure { pid: 4242, .. }), "{:?}", d.action);
+    let none = BTreeMap::from([(annotations::ANN_POLICY.to_string(), "none".to_string())]);
+    let d = decide(&input(Lifecycle::Ensure, "c1", Some(4242), &none, None), &cfg_default()).unwrap();
+    assert_eq!(d.action, Action::Clear { pid: 4242 });
+    // No pid, pid 0 or 1, or a pid no kernel has: nothing that could reach prctl as "the caller".
+    for pid in [None, Some(0), Some(1), Some(i64::from(i32::MAX) + 1)] {
+        let d = decide(&input(Lifecycle::Ensure, "c1", pid, &ann, None), &cfg_default()).unwrap();
+        assert_eq!(d.action, Action::Skip, "{pid:?}");
+    }
+}
