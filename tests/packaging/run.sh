@@ -589,11 +589,11 @@ fi
 # ---------------------------------------------------------------------------------------------
 log "6. Kubernetes: manifest and node installer image"
 # ---------------------------------------------------------------------------------------------
-if need "kubernetes manifest" "kubernetes-validate|kubernetes-validate (python3 -m pip install kubernetes-validate)"; then
+if need "kubernetes manifest" "kubernetes-validate|kubernetes-validate (scripts/test-all.sh installs it into its venv, scripts/requirements-test.txt)"; then
     check "kubernetes-validate --strict packaging/kubernetes/daemonset.yaml" \
         kubernetes-validate --strict --quiet packaging/kubernetes/daemonset.yaml
 fi
-if need "kubernetes manifest mounts" "py:yaml|PyYAML (python3 -m pip install pyyaml)"; then
+if need "kubernetes manifest mounts" "py:yaml|PyYAML (apt-get install python3-yaml)"; then
     # The installer's mounts, as "HOSTPATH MOUNTPATH ro|rw" lines: the image tests below mount the
     # same host dirs (of a fake host root) at the same places.
     check "one image for all containers; the installer mounts the hooks.d, detection and config dirs of the host; nri and follow get only what they need" python3 - "$T/ds-mounts" <<'EOF'
