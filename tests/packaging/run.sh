@@ -597,7 +597,7 @@ if need "kubernetes manifest mounts" "py:yaml|PyYAML (apt-get install python3-ya
     # The installer's mounts, as "HOSTPATH MOUNTPATH ro|rw" lines: the image tests below mount the
     # same host dirs (of a fake host root) at the same places.
     check "one image for all containers; the installer mounts the hooks.d, detection and config dirs of the host; nri and follow get only what they need" python3 - "$T/ds-mounts" <<'EOF'
-import sys, yaml
+import re, sys, yaml
 docs = [d for d in yaml.safe_load_all(open("packaging/kubernetes/daemonset.yaml")) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 pod = ds["spec"]["template"]["spec"]
@@ -620,7 +620,10 @@ assert env.get("HOST_ROOT") == "/host", env
 # Two long-running containers, at cookie 0 (policy none on the pod). The NRI plugin: the node's
 # hook binary injected, host pids, the NRI socket's directory, the state dir, the config and the
 # host's cgroup tree (read-only); root with SYS_PTRACE only.
-assert ds["spec"]["template"]["metadata"]["annotations"] == {
+# The chart's checksum of the config rolls the pods on a config change.
+ann = dict(ds["spec"]["template"]["metadata"]["annotations"])
+assert re.fullmatch(r"[0-9a-f]{64}", ann.pop("checksum/config", "")), ann
+assert ann == {
     "oci-coresched-hook/policy": "none", "prometheus.io/scrape": "true", "prometheus.io/port": "9642",
     "prometheus.io/path": "/metrics"}, ds["spec"]["template"]["metadata"]
 # Evicted after the tenants it keeps apart, never before.
