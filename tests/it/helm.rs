@@ -3,12 +3,15 @@
 //!
 //! * `helm lint --strict` passes, with the default values and with every switch turned;
 //! * `packaging/kubernetes/daemonset.yaml` is the chart's default rendering, byte for byte, and
-//!   the chart's copies of the alerting rules and the dashboard are their sources' bytes;
+//!   the chart's copies of the alerting rules, the dashboard and containerd's base spec are their
+//!   sources' bytes;
 //! * the chart's version and appVersion are the crate's;
 //! * the schema refuses a wrong type, an unknown key, a port out of range and an unknown route,
 //!   with Helm's message;
 //! * `routes.nri: false` removes the `nri` container, its socket's volume and its PodMonitor
-//!   endpoint, and nothing else;
+//!   endpoint, and nothing else; `routes.containerdBaseSpec: true` adds the `base-spec` init
+//!   container, its volume and containerd's base spec (its hooks on the installed binary) in the
+//!   ConfigMap, and nothing else;
 //! * a config value changes the ConfigMap's line, the pod template's `checksum/config` annotation
 //!   (so the pods roll) and nothing else; the rendered config passes the binary's `check-config`;
 //! * the listen ports and the image are set once and reach every place that names them;
@@ -35,6 +38,7 @@ const CHART: &str = "packaging/helm/oci-coresched-hook";
 const MANIFEST: &str = "packaging/kubernetes/daemonset.yaml";
 const RULES: &str = "packaging/prometheus/oci-coresched-hook.rules.yaml";
 const DASHBOARD: &str = "packaging/grafana/oci-coresched-hook.dashboard.json";
+const BASE_SPEC: &str = "packaging/containerd/base-runtime-spec.json";
 const TIMEOUT: Duration = Duration::from_secs(120);
 const MISSING: &str = "python3 with the modules helm_python and yaml not installed (pip install helm-python-sdk \
                        pyyaml into a venv first on PATH; scripts/test-all.sh makes one at \
@@ -133,7 +137,7 @@ fn chart_lints_strictly_with_every_switch() {
     }
     for sets in [
         &[][..],
-        &["routes.nri=false"][..],
+        &["routes.nri=false,routes.containerdBaseSpec=true"][..],
         &["podMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true,namespace.create=true"][..],
         &["config.qos.BE.sched_idle=true,config.log_file=/var/log/och.log,affinity.nodeAffinity.x=1"][..],
     ] {
@@ -182,9 +186,11 @@ fn the_manifest_is_the_default_render() {
 /// The chart's copies of files other parts of the repository own are their bytes (`make chart`).
 #[test]
 fn the_charts_copies_are_their_sources() {
-    for (src, copy) in
-        [(RULES, "files/oci-coresched-hook.rules.yaml"), (DASHBOARD, "files/oci-coresched-hook.dashboard.json")]
-    {
+    for (src, copy) in [
+        (RULES, "files/oci-coresched-hook.rules.yaml"),
+        (DASHBOARD, "files/oci-coresched-hook.dashboard.json"),
+        (BASE_SPEC, "files/base-runtime-spec.json"),
+    ] {
         assert!(read(src) == read(&format!("{CHART}/{copy}")), "{CHART}/{copy} differs from {src}: run `make chart`");
     }
 }
@@ -211,6 +217,7 @@ fn the_schema_refuses_bad_values() {
     for (set, says) in [
         ("routes.nri=maybe", "at '/routes/nri': got string, want boolean"),
         ("routes.crio=true", "at '/routes': additional properties 'crio' not allowed"),
+        ("routes.containerdBaseSpec=1", "at '/routes/containerdBaseSpec': got number, want boolean"),
         ("replicas=2", "additional properties 'replicas' not allowed"),
         ("ports.follow=70000", "at '/ports/follow': maximum"),
         ("ports.nri=0", "at '/ports/nri': minimum"),
@@ -277,6 +284,68 @@ fn the_nri_route_switch_removes_exactly_its_part() {
     assert_eq!(eps.iter().map(|e| e["port"].as_str().unwrap()).collect::<Vec<_>>(), ["metrics", "nri-metrics"]);
     eps.retain(|e| e["port"] != "nri-metrics");
     assert_eq!(pm, *object(&off, "PodMonitor"));
+}
+
+#[test]
+fn the_base_spec_route_switch_adds_exactly_its_part() {
+    const T: &str = "helm::the_base_spec_route_switch_adds_exactly_its_part";
+    if !engine(T) {
+        return;
+    }
+    let off = render(&[]);
+    let on = render(&["routes.containerdBaseSpec=true"]);
+    assert_eq!(container_names(&on), ["install", "base-spec", "nri", "follow"]);
+    // The DaemonSet: the base-spec init container and its volume, and the pod template's hash of
+    // the ConfigMap, which now holds the base spec.
+    let mut ds = object(&on, "DaemonSet").clone();
+    let pod = &mut ds["spec"]["template"]["spec"];
+    let inits = pod["initContainers"].as_array_mut().unwrap();
+    let init = inits.remove(1);
+    let volumes = pod["volumes"].as_array_mut().unwrap();
+    let at = volumes.iter().position(|v| v["name"] == "host-containerd").expect("the host-containerd volume");
+    assert_eq!(
+        volumes.remove(at)["hostPath"],
+        serde_json::json!({"path": "/etc/containerd", "type": "DirectoryOrCreate"})
+    );
+    let sum = |d: &Value| d["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
+    assert_ne!(sum(&ds), sum(object(&off, "DaemonSet")), "the base spec is in the ConfigMap: its hash changes");
+    ds["spec"]["template"]["metadata"]["annotations"]["checksum/config"] = sum(object(&off, "DaemonSet"));
+    assert_eq!(
+        ds,
+        *object(&off, "DaemonSet"),
+        "routes.containerdBaseSpec=true changed more than its init container and volume"
+    );
+    // Its init container: the image's busybox, the same image and confinement as install, the
+    // host's /etc/containerd and the ConfigMap only.
+    let install = &object(&off, "DaemonSet")["spec"]["template"]["spec"]["initContainers"][0];
+    for k in ["image", "imagePullPolicy", "securityContext", "resources"] {
+        assert_eq!(init[k], install[k], "base-spec's {k}");
+    }
+    assert_eq!(init["command"], serde_json::json!(["/bin/busybox", "sh", "-c"]));
+    let script = init["args"][0].as_str().unwrap();
+    assert!(script.starts_with("set -eu;") && script.contains("mv -f /host/etc/containerd/.oci-coresched-hook-base-spec.json.tmp /host/etc/containerd/oci-coresched-hook-base-spec.json;"), "{script}");
+    assert_eq!(
+        init["volumeMounts"],
+        serde_json::json!([{"name": "host-containerd", "mountPath": "/host/etc/containerd"}, {"name": "config", "mountPath": "/config", "readOnly": true}])
+    );
+    // The ConfigMap: config.toml unchanged, plus the base spec whose hooks run the installed binary.
+    let mut cm = object(&on, "ConfigMap").clone();
+    let spec =
+        cm["data"].as_object_mut().unwrap().remove("base-runtime-spec.json").expect("the base spec in the ConfigMap");
+    assert_eq!(cm, *object(&off, "ConfigMap"));
+    let got: Value = serde_json::from_str(spec.as_str().unwrap()).expect("the base spec is JSON");
+    let mut want: Value = serde_json::from_str(&read(BASE_SPEC)).unwrap();
+    let mut paths = 0;
+    for stage in want["hooks"].as_object_mut().expect("hooks").values_mut() {
+        for h in stage.as_array_mut().unwrap() {
+            if h["path"] == "/usr/bin/oci-coresched-hook" {
+                h["path"] = "/usr/local/bin/oci-coresched-hook".into();
+                paths += 1;
+            }
+        }
+    }
+    assert_eq!(paths, 3, "{BASE_SPEC} has three hooks on /usr/bin/oci-coresched-hook");
+    assert_eq!(got, want, "the ConfigMap's base spec is not {BASE_SPEC} with its hooks on /usr/local/bin");
 }
 
 #[test]
@@ -436,10 +505,13 @@ fn renders_pass_kubernetes_validate() {
     let dir = tempfile_dir("helm-validate");
     // The Prometheus Operator's kinds are not Kubernetes' own: kubernetes-validate has no schema
     // for them, so the renders checked here are the ones without them.
-    for (i, set) in
-        ["namespace.create=true", "routes.nri=false", "config.qos.BE.sched_idle=true,dashboard.enabled=true"]
-            .iter()
-            .enumerate()
+    for (i, set) in [
+        "namespace.create=true",
+        "routes.nri=false,routes.containerdBaseSpec=true",
+        "config.qos.BE.sched_idle=true,dashboard.enabled=true",
+    ]
+    .iter()
+    .enumerate()
     {
         let out = helm_py(&["render", "--set", set]);
         assert!(out.success(), "{out}");
