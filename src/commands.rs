@@ -26,7 +26,8 @@ fn json<T: serde::Serialize>(v: &T) -> anyhow::Result<String> {
 /// The cache for a command that only reads it: `None` when there is none yet (nothing is
 /// created), the recorded stops applied first so that no container whose poststop ran shows.
 fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>> {
-    let Some(session) = Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config))?
+    let Some(session) =
+        Session::open(sys.state_dir.as_path(), config.lock_timeout(), Existing, &Refill::of(sys, config))?
     else {
         return Ok(None);
     };
@@ -75,7 +76,7 @@ pub struct Audited {
 pub fn audit(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<Audited> {
     // Read-only: the cache is read under the lock, no recorded stop is applied.
     let (session, cache_error) =
-        match Session::open(&sys.state_dir, config.lock_timeout(), Existing, &Refill::of(sys, config)) {
+        match Session::open(sys.state_dir.as_path(), config.lock_timeout(), Existing, &Refill::of(sys, config)) {
             Ok(s) => (s, None),
             Err(e) => (None, Some(crate::error::Chain(&e).to_string())),
         };
@@ -131,7 +132,7 @@ where
     E: From<StoreError> + Damage + std::error::Error + Send + Sync + 'static,
 {
     let refill = Refill::of(sys, config);
-    match Session::open(&sys.state_dir, config.lock_timeout(), Existing, &refill)? {
+    match Session::open(sys.state_dir.as_path(), config.lock_timeout(), Existing, &refill)? {
         Some(mut session) => Ok(Some(session.write(&refill, 1, f)?)),
         None => Ok(None),
     }
@@ -324,7 +325,12 @@ pub fn rebuild(sys: &System, config: &Config, runc: &[PathBuf], crun: &[PathBuf]
     } else {
         runc.iter().map(RuntimeRoot::runc).chain(crun.iter().map(RuntimeRoot::crun)).collect()
     };
-    let mut session = Session::open(&sys.state_dir, config.lock_timeout(), Create, &Refill::of(sys, config))?;
+    let mut session = Session::open(
+        crate::host::state_dir::StateDir::open(&sys.state_dir)?,
+        config.lock_timeout(),
+        Create,
+        &Refill::of(sys, config),
+    )?;
     if let Some(why) = session.stand_in() {
         anyhow::bail!(
             "failed to rebuild the cache {}: {why}; it was left in place (run the newer binary's rebuild)",

@@ -16,7 +16,7 @@ use crate::host::kernel::CoreSched;
 use crate::host::procfs::TaskId;
 use crate::host::state_dir::StateDir;
 use crate::host::system::System;
-use crate::session::{Refill, Session};
+use crate::session::{Create, Refill, Session};
 use crate::store::Txn;
 use crate::values::{Cookie, Pid};
 
@@ -49,7 +49,7 @@ pub(super) fn execute<K: CoreSched>(
             Err(error) => {
                 // Counted like a failure after the cookie (the run needed no cache until now).
                 let refill = Refill::of(sys, config);
-                match Session::create_in(dir, config.lock_timeout(), &refill) {
+                match Session::open(dir, config.lock_timeout(), Create, &refill) {
                     Ok(session) => session.count_failure(None, error.reason()),
                     Err(e) => log::debug!("failed to count the failure: {}", crate::error::Chain(&e)),
                 }
@@ -91,7 +91,7 @@ pub(super) fn execute<K: CoreSched>(
     }
 }
 
-/// Opens the cache session in the state dir the plan checked ([`Session::create_in`]: the lock,
+/// Opens the cache session in the state dir the plan checked ([`Session::open`] with [`Create`]: the lock,
 /// the file or a stand-in, refilled when it may lack running containers) and runs `f` in one
 /// transaction ([`Session::write`]: a file that shows damage is moved aside and `f` runs once more
 /// on a fresh one). The session comes back with `f`'s value, still holding the lock; a failure is
@@ -104,7 +104,7 @@ fn in_session<K: CoreSched, T>(
     f: impl Fn(&Txn<'_>) -> Result<T, HookError>,
 ) -> Result<(Session, T), HookError> {
     let refill = Refill::of(sys, config);
-    let mut session = Session::create_in(dir.clone(), config.lock_timeout(), &refill)?;
+    let mut session = Session::open(dir.clone(), config.lock_timeout(), Create, &refill)?;
     match session.write(&refill, crate::cookies::stopped::HOOK_BACKLOG, f) {
         Ok(v) => Ok((session, v)),
         Err(e) => {

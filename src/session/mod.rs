@@ -13,10 +13,29 @@
 //!   the run writes is not kept; no receipt is written and no recorded stop applied, since both
 //!   belong to the file. One warning line says so (once per process).
 //!
-//! Writers run their rows in [`Session::write`]: one transaction, whose [`Txn`] is the only thing
-//! that writes rows, with the recorded stops of poststop ([`crate::cookies::stopped`]) applied first. A
-//! file that shows damage on the way ([`Damage`]) is moved aside, a fresh one refilled, and the
-//! writer runs once more there. A failed hook run is counted with [`Session::count_failure`].
+//! Rows are written under the session's lock, always in a [`Txn`] (the only thing that writes rows),
+//! through one of four doors:
+//!
+//! - [`Session::write`], every writer's door (the hook, `gc`, `reconcile`, `rebuild`, the NRI
+//!   plugin's catch-up through the hook, the follower's forced idle): one transaction, with the
+//!   recorded stops of poststop ([`crate::cookies::stopped`]) applied first; a file that shows
+//!   damage on the way ([`Damage`]) is moved aside, a fresh one refilled, and the writer runs once
+//!   more there;
+//! - [`Session::apply_stops`], the readers' door (`list`, `metrics`, `inspect`, the follower's
+//!   view): only the recorded stops, in a transaction of their own
+//!   ([`crate::cookies::stopped::apply_now`]), and none at all when no stop is recorded;
+//! - [`Session::count_failure`]: a failed hook run's counters, in a transaction of their own;
+//! - the follower's removal of members whose init it saw gone (`agent/follow/refresh.rs`,
+//!   `forget_gone`): `ops::gc::gc_members` in a [`Store::transaction`] of its own on
+//!   [`Session::store`], after [`Session::apply_stops`], without the damage retry (a damaged file
+//!   is left to the next writer).
+//!
+//! The refill of a cache that may lack containers writes in its own transaction as the session
+//! opens, before any door.
+//!
+//! [`Session::open`] with [`Create`] takes a state dir the caller has just checked (the hook's plan);
+//! [`Session::apply_stops`] applies the recorded stops for a reader; [`Refill`] carries what a refill
+//! needs (the kernel, `/proc`, the runtimes' roots, the config).
 
 pub mod rebuild;
 
@@ -97,17 +116,21 @@ pub struct Session {
 
 /// What a session may create when it opens: [`Create`] or [`Existing`].
 pub trait Access: sealed::Sealed {
+    /// Where the session opens: a [`StateDir`] its caller checked ([`Create`]), or the path of one
+    /// that may not exist ([`Existing`], which checks it once, and creates nothing).
+    type At<'p>;
     /// What [`Session::open`] returns.
     type Opened;
     #[doc(hidden)]
     fn open<K: CoreSched>(
-        state_dir: &Path,
+        at: Self::At<'_>,
         timeout: Duration,
         refill: &Refill<'_, K>,
     ) -> Result<Self::Opened, SessionError>;
 }
 
-/// A session for a writer that records: the state dir and the cache are created when missing.
+/// A session for a writer that records, in a state dir its caller checked (and created when
+/// missing: [`StateDir::open`]); the cache is created when missing.
 #[derive(Debug, Clone, Copy)]
 pub struct Create;
 
@@ -123,17 +146,15 @@ mod sealed {
 }
 
 impl Access for Create {
+    type At<'p> = StateDir;
     type Opened = Session;
-    fn open<K: CoreSched>(
-        state_dir: &Path,
-        timeout: Duration,
-        refill: &Refill<'_, K>,
-    ) -> Result<Session, SessionError> {
-        Session::open_in(StateDir::open(state_dir)?, timeout, refill)
+    fn open<K: CoreSched>(dir: StateDir, timeout: Duration, refill: &Refill<'_, K>) -> Result<Session, SessionError> {
+        Session::open_in(dir, timeout, refill)
     }
 }
 
 impl Access for Existing {
+    type At<'p> = &'p Path;
     type Opened = Option<Session>;
     fn open<K: CoreSched>(
         state_dir: &Path,
@@ -148,29 +169,19 @@ impl Access for Existing {
 }
 
 impl Session {
-    /// Opens the cache in `state_dir` under the lock, waiting for it at most `timeout`: with
-    /// [`Create`], a [`Session`], the state dir and the file created when missing; with
-    /// [`Existing`], `None` when there is no state dir or no cache yet, and nothing is created.
-    /// An error when the state dir is unusable or the lock stays held.
+    /// Opens the cache under the state lock, waiting for it at most `timeout`: with [`Create`],
+    /// a [`Session`] in the [`StateDir`] its caller checked (the hook's plan checks it before the
+    /// lock, once per run, and the session does not check it again; a dir that vanished since
+    /// fails at its lock), the file created when missing; with [`Existing`], in the state dir at
+    /// a path, `None` when there is no state dir or no cache yet, and nothing is created. An
+    /// error when the state dir is unusable or the lock stays held.
     pub fn open<A: Access, K: CoreSched>(
-        state_dir: &Path,
+        at: A::At<'_>,
         timeout: Duration,
         _access: A,
         refill: &Refill<'_, K>,
     ) -> Result<A::Opened, SessionError> {
-        A::open(state_dir, timeout, refill)
-    }
-
-    /// [`Session::open`] with [`Create`] in a state dir its caller has just checked: the hook's plan
-    /// does, before the lock ([`StateDir::open`], which also creates it; a repeat of a `sched_idle`
-    /// container takes the dir as it exists), and the session does not check it again. A dir that
-    /// vanished since fails at its lock.
-    pub fn create_in<K: CoreSched>(
-        dir: StateDir,
-        timeout: Duration,
-        refill: &Refill<'_, K>,
-    ) -> Result<Session, SessionError> {
-        Self::open_in(dir, timeout, refill)
+        A::open(at, timeout, refill)
     }
 
     fn open_in<K: CoreSched>(dir: StateDir, timeout: Duration, refill: &Refill<'_, K>) -> Result<Self, SessionError> {

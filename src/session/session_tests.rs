@@ -164,7 +164,13 @@ fn a_newer_builds_cache_is_left_in_place_and_the_hook_works_from_the_runtimes_st
     // A session says why it works on a stand-in.
     let config = Config::default();
     let sys = e.node();
-    let session = Session::open(&e.state_dir(), Duration::from_secs(1), Create, &Refill::of(&sys, &config)).unwrap();
+    let session = Session::open(
+        StateDir::open(&e.state_dir()).unwrap(),
+        Duration::from_secs(1),
+        Create,
+        &Refill::of(&sys, &config),
+    )
+    .unwrap();
     assert_eq!(session.stand_in(), Some(&Unusable::Newer(9)));
     assert_eq!(session.store().members("web").unwrap().len(), 1, "the stand-in holds the running member");
 }
@@ -177,7 +183,9 @@ fn an_existing_session_creates_nothing() {
     let sys = e.node();
     std::fs::remove_dir(e.state_dir()).unwrap();
     assert!(
-        Session::open(&e.state_dir(), Duration::from_secs(1), Existing, &Refill::of(&sys, &config)).unwrap().is_none()
+        Session::open(e.state_dir().as_path(), Duration::from_secs(1), Existing, &Refill::of(&sys, &config))
+            .unwrap()
+            .is_none()
     );
     assert!(!e.state_dir().exists());
 }
@@ -189,7 +197,15 @@ fn a_refill_that_misses_a_container_is_owed_to_the_next_opener() {
     let e = Env::with_r1();
     let config = Config::default();
     let sys = e.node();
-    let open = || Session::open(&e.state_dir(), Duration::from_secs(1), Create, &Refill::of(&sys, &config)).unwrap();
+    let open = || {
+        Session::open(
+            StateDir::open(&e.state_dir()).unwrap(),
+            Duration::from_secs(1),
+            Create,
+            &Refill::of(&sys, &config),
+        )
+        .unwrap()
+    };
     e.kernel.deny(100);
     let s = open();
     assert_eq!(*s.store().found(), Found::Created);
@@ -228,7 +244,8 @@ fn a_file_damaged_on_use_is_moved_aside_and_the_writer_runs_once_more_on_a_fresh
     let config = Config::default();
     let sys = e.node();
     let refill = Refill::of(&sys, &config);
-    let mut session = Session::open(&e.state_dir(), Duration::from_secs(1), Create, &refill).unwrap();
+    let mut session =
+        Session::open(StateDir::open(&e.state_dir()).unwrap(), Duration::from_secs(1), Create, &refill).unwrap();
     assert_eq!(session.store().found(), &Found::Current, "the damage shows only on use");
     let runs = std::cell::Cell::new(0);
     let groups = session

@@ -4,7 +4,8 @@
 //! only those groups' cgroups), so that a process given a group's old cookie on an event while
 //! the group converged gets the new one now rather than at the next full sweep; and the members
 //! whose init is dead or reused are removed ([`crate::ops::gc::gc_members`] in one
-//! [`Store::transaction`]), which is how containers without a poststop (the NRI plugin's
+//! [`Store::transaction`] on the session's store: the session's fourth door, [`crate::session`] says
+//! which door is which), which is how containers without a poststop (the NRI plugin's
 //! catch-up, `rebuild`) leave the cache before `gc` runs.
 
 use std::collections::BTreeSet;
@@ -35,7 +36,7 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
         return;
     }
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
-    let opened = Session::open(&opts.state_dir, opts.lock_timeout, Existing, &refill)
+    let opened = Session::open(opts.state_dir.as_path(), opts.lock_timeout, Existing, &refill)
         .and_then(|s| s.map(|s| s.apply_stops(f.proc).map(|()| s)).transpose().map_err(Into::into));
     match opened {
         Ok(Some(session)) => match f.refresh(session.store()) {
@@ -56,7 +57,7 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
 /// little of a member that exits goes uncounted. A failure is logged once ([`report`]).
 pub(super) fn update_force_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Options, last_error: &mut String) {
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
-    let updated = Session::open(&opts.state_dir, opts.lock_timeout, Existing, &refill)
+    let updated = Session::open(opts.state_dir.as_path(), opts.lock_timeout, Existing, &refill)
         .map_err(OpsError::from)
         .and_then(|s| match s {
             Some(mut s) if s.stand_in().is_none() => {

@@ -25,7 +25,12 @@ fn audit_fact<K: CoreSched>(node: &Node<'_, K>, can_make_cookies: bool) -> Fact 
     let db = sys.state_dir.join(DB_FILE);
     let current = node.state_dir_error.is_none() && peek::peek(&db).is_ok_and(|p| p.kind == Kind::Current);
     let (session, cache_note) = if current {
-        match Session::open(&sys.state_dir, node.config.lock_timeout(), Existing, &Refill::of(sys, node.config)) {
+        match Session::open(
+            sys.state_dir.as_path(),
+            node.config.lock_timeout(),
+            Existing,
+            &Refill::of(sys, node.config),
+        ) {
             Ok(s) => (s, None),
             Err(e) => (None, Some(crate::error::Chain(&e).to_string())),
         }
