@@ -37,11 +37,11 @@ fn read_session(sys: &System, config: &Config) -> anyhow::Result<Option<Session>
 
 /// The groups' forced idle, updated from the members' cgroups first ([`ops::forced_idle::update`]);
 /// without a cache, only the node's. An update that fails is logged and the cache's totals shown.
-fn force_idle(
+fn forced_idle(
     sys: &System,
     config: &Config,
     session: Option<&mut Session>,
-) -> anyhow::Result<ops::forced_idle::ForceIdle> {
+) -> anyhow::Result<ops::forced_idle::ForcedIdle> {
     let Some(session) = session else {
         return Ok(ops::forced_idle::totals(&Store::in_memory()?, &sys.proc, &sys.cgroup_root)?);
     };
@@ -57,7 +57,7 @@ fn force_idle(
 /// `inspect PID`.
 pub fn inspect(sys: &System, config: &Config, pid: i32, as_json: bool) -> anyhow::Result<()> {
     let mut opened = read_session(sys, config)?;
-    let idle = force_idle(sys, config, opened.as_mut())?;
+    let idle = forced_idle(sys, config, opened.as_mut())?;
     let report = ops::inspect::inspect(pid, &sys.kernel, &sys.proc, opened.as_ref().map(Session::store), &idle)?;
     print_out(&if as_json { json(&report)? } else { ops::inspect::render(&report) });
     Ok(())
@@ -100,7 +100,7 @@ pub fn list(sys: &System, config: &Config, as_json: bool) -> anyhow::Result<()> 
         }
     }
     let mut session = read_session(sys, config)?;
-    let idle = force_idle(sys, config, session.as_mut())?;
+    let idle = forced_idle(sys, config, session.as_mut())?;
     let groups = match &session {
         Some(session) => ops::list::list(session.store(), &sys.kernel, &sys.proc, &idle)?,
         None => Vec::new(),
@@ -163,7 +163,7 @@ fn exposition(sys: &System, config: &Config, idle_updated: bool) -> anyhow::Resu
     };
     let idle = match (&session, idle_updated) {
         (Some(session), true) => ops::forced_idle::totals(session.store(), &sys.proc, &sys.cgroup_root)?,
-        _ => force_idle(sys, config, session.as_mut())?,
+        _ => forced_idle(sys, config, session.as_mut())?,
     };
     let mut text = match &session {
         Some(session) => ops::metrics::render(session.store(), &sys.kernel, &sys.proc)?,

@@ -236,7 +236,7 @@ pub fn v2_root(cgroup_root: &Path) -> Option<PathBuf> {
 /// v2 `cpu.stat` (the time its tasks ran while the SMT sibling was held idle for them; counted
 /// only while `kernel.sched_schedstats` is 1). `Ok(None)` when there is no such figure: no cgroup
 /// v2 (v1 has none), the cgroup is gone, or the kernel does not keep it.
-pub fn force_idle_usec(cgroup_root: &Path, cgroup: &str) -> Result<Option<u64>, CgroupError> {
+pub fn forced_idle_usec(cgroup_root: &Path, cgroup: &str) -> Result<Option<u64>, CgroupError> {
     let Some(v2) = v2_root(cgroup_root) else { return Ok(None) };
     let rel = relative(cgroup).ok_or_else(|| CgroupError::BadPath(cgroup.to_string()))?;
     let path = v2.join(rel).join("cpu.stat");

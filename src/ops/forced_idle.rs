@@ -28,7 +28,7 @@ pub const SCHEDSTATS: &str = "sys/kernel/sched_schedstats";
 
 /// What the node and the cache say about forced idle.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct ForceIdle {
+pub struct ForcedIdle {
     /// cgroup v2 is mounted: the only hierarchy that counts forced idle.
     pub available: bool,
     /// `kernel.sched_schedstats` (`None`: the kernel has no such setting).
@@ -39,7 +39,7 @@ pub struct ForceIdle {
     pub node: Option<f64>,
 }
 
-impl ForceIdle {
+impl ForcedIdle {
     /// The group's total, seconds; `None` where there is no such figure (cgroup v1).
     pub fn of(&self, group: &str) -> Option<f64> {
         if !self.available {
@@ -88,7 +88,7 @@ fn seconds(usec: u64) -> f64 {
 
 /// Reads each live member's cgroup and adds to its group what the cgroup grew since that member's
 /// last reading (the caller holds the lock and wraps this in one transaction), then the totals.
-pub fn update(store: &Txn<'_>, proc: &ProcFs, cgroup_root: &Path) -> Result<ForceIdle, OpsError> {
+pub fn update(store: &Txn<'_>, proc: &ProcFs, cgroup_root: &Path) -> Result<ForcedIdle, OpsError> {
     if cgroup::v2_root(cgroup_root).is_some() {
         let members = store.all_members()?;
         let live: Vec<_> = members
@@ -101,33 +101,33 @@ pub fn update(store: &Txn<'_>, proc: &ProcFs, cgroup_root: &Path) -> Result<Forc
             if live.iter().any(|(k, o)| k == key && o.group != m.group) {
                 continue; // two groups' cgroup: nobody's
             }
-            let Ok(Some(usec)) = cgroup::force_idle_usec(cgroup_root, key) else { continue };
-            let grown = match store.force_idle_seen(m)? {
+            let Ok(Some(usec)) = cgroup::forced_idle_usec(cgroup_root, key) else { continue };
+            let grown = match store.forced_idle_seen(m)? {
                 Some(last) if usec >= last => usec - last,
                 Some(_) | None => usec,
             };
             let grown = if counted.insert(key.clone()) { grown } else { 0 };
-            store.add_force_idle(m, key, usec, grown)?;
+            store.add_forced_idle(m, key, usec, grown)?;
         }
     }
     totals(store, proc, cgroup_root)
 }
 
 /// The totals as the cache has them, without reading the members' cgroups.
-pub fn totals(store: &Store, proc: &ProcFs, cgroup_root: &Path) -> Result<ForceIdle, OpsError> {
+pub fn totals(store: &Store, proc: &ProcFs, cgroup_root: &Path) -> Result<ForcedIdle, OpsError> {
     let available = cgroup::v2_root(cgroup_root).is_some();
     let groups = if available {
-        store.group_force_idle()?.into_iter().map(|(g, usec)| (g, seconds(usec))).collect()
+        store.group_forced_idle()?.into_iter().map(|(g, usec)| (g, seconds(usec))).collect()
     } else {
         Vec::new()
     };
-    let node = if available { cgroup::force_idle_usec(cgroup_root, "/").ok().flatten().map(seconds) } else { None };
-    Ok(ForceIdle { available, schedstats: schedstats(proc), groups, node })
+    let node = if available { cgroup::forced_idle_usec(cgroup_root, "/").ok().flatten().map(seconds) } else { None };
+    Ok(ForcedIdle { available, schedstats: schedstats(proc), groups, node })
 }
 
 /// The Prometheus families (text format 0.0.4): whether the counting is on, each group's total
 /// and the node's, or (cgroup v1) a comment saying there is no such figure.
-pub fn render(f: &ForceIdle) -> String {
+pub fn render(f: &ForcedIdle) -> String {
     let mut out = String::new();
     let on = "oci_coresched_hook_schedstats_enabled";
     family(&mut out, on, "gauge", "1 when kernel.sched_schedstats is 1 (forced idle is counted), else 0.");

@@ -20,7 +20,7 @@ impl World {
     }
 
     /// `core_sched.force_idle_usec` of `cgroup` is `usec`.
-    fn force_idle(&self, cgroup: &str, usec: u64) {
+    fn forced_idle(&self, cgroup: &str, usec: u64) {
         let d = self.cg().join(cgroup.trim_start_matches('/'));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("cpu.stat"), format!("usage_usec 10\ncore_sched.force_idle_usec {usec}\nnr_periods 0\n"))
@@ -35,12 +35,12 @@ impl World {
             .unwrap();
     }
 
-    fn update(&self) -> ForceIdle {
+    fn update(&self) -> ForcedIdle {
         self.store.transaction(|s| update(s, &self.proc, &self.cg())).unwrap()
     }
 }
 
-fn of(f: &ForceIdle, group: &str) -> f64 {
+fn of(f: &ForcedIdle, group: &str) -> f64 {
     f.of(group).unwrap()
 }
 
@@ -51,14 +51,14 @@ fn a_groups_counter_adds_what_its_cgroups_grew_and_never_goes_down() {
     w.join("a1", "tenant-a/web", 100, "/pod1/a1");
     w.join("a2", "tenant-a/web", 200, "/pod1/a2");
     w.join("b1", "tenant-b/web", 300, "/pod2/b1");
-    w.force_idle("/pod1/a1", 1_000_000);
-    w.force_idle("/pod1/a2", 500_000);
-    w.force_idle("/pod2/b1", 0);
+    w.forced_idle("/pod1/a1", 1_000_000);
+    w.forced_idle("/pod1/a2", 500_000);
+    w.forced_idle("/pod2/b1", 0);
     let f = w.update();
     assert_eq!((of(&f, "tenant-a/web"), of(&f, "tenant-b/web")), (1.5, 0.0));
     // Again with nothing grown: nothing added.
     assert_eq!(of(&w.update(), "tenant-a/web"), 1.5);
-    w.force_idle("/pod1/a1", 1_250_000);
+    w.forced_idle("/pod1/a1", 1_250_000);
     assert_eq!(of(&w.update(), "tenant-a/web"), 1.75);
     // a1 exits and leaves the cache: what it added stays.
     w.fp.kill(100, 0).unwrap();
@@ -66,7 +66,7 @@ fn a_groups_counter_adds_what_its_cgroups_grew_and_never_goes_down() {
     assert_eq!(of(&w.update(), "tenant-a/web"), 1.75);
     // A new member adds its cgroup's figure; the group emptied keeps its total.
     w.join("a3", "tenant-a/web", 400, "/pod1/a3");
-    w.force_idle("/pod1/a3", 250_000);
+    w.forced_idle("/pod1/a3", 250_000);
     assert_eq!(of(&w.update(), "tenant-a/web"), 2.0);
     w.store.transaction(|tx| tx.remove_member("a2")).unwrap();
     w.store.transaction(|tx| tx.remove_member("a3")).unwrap();
@@ -83,11 +83,11 @@ fn a_cgroup_two_groups_share_counts_for_neither_and_one_group_counts_it_once() {
     w.join("b1", "g2", 200, "/shared");
     w.join("c1", "g3", 300, "/both");
     w.join("c2", "g3", 400, "/both");
-    w.force_idle("/shared", 3_000_000);
-    w.force_idle("/both", 2_000_000);
+    w.forced_idle("/shared", 3_000_000);
+    w.forced_idle("/both", 2_000_000);
     let f = w.update();
     assert_eq!((of(&f, "g1"), of(&f, "g2"), of(&f, "g3")), (0.0, 0.0, 2.0));
-    w.force_idle("/both", 2_500_000);
+    w.forced_idle("/both", 2_500_000);
     assert_eq!(of(&w.update(), "g3"), 2.5);
 }
 
@@ -95,7 +95,7 @@ fn a_cgroup_two_groups_share_counts_for_neither_and_one_group_counts_it_once() {
 fn the_node_total_is_the_root_cgroups() {
     let w = World::new();
     w.v2();
-    w.force_idle("/", 5_100_000);
+    w.forced_idle("/", 5_100_000);
     assert_eq!(w.update().node, Some(5.1));
 }
 
@@ -103,7 +103,7 @@ fn the_node_total_is_the_root_cgroups() {
 fn cgroup_v1_has_no_figure_and_says_so() {
     let w = World::new();
     w.join("a1", "g1", 100, "/pod1/a1");
-    w.force_idle("/pod1/a1", 1_000_000); // a v1 tree has no such file; whatever is there is not read
+    w.forced_idle("/pod1/a1", 1_000_000); // a v1 tree has no such file; whatever is there is not read
     let f = w.update();
     assert!(!f.available);
     assert_eq!(f.of("g1"), None);
@@ -137,8 +137,8 @@ fn the_families_pass_promtool() {
     let w = World::new();
     w.v2();
     w.join("a1", "tenant-a/web \"quoted\"", 100, "/pod1/a1");
-    w.force_idle("/pod1/a1", 1_950_000);
-    w.force_idle("/", 5_100_000);
+    w.forced_idle("/pod1/a1", 1_950_000);
+    w.forced_idle("/", 5_100_000);
     let text = render(&w.update());
     assert!(
         text.contains(

@@ -127,7 +127,7 @@ fn collect(store: &Txn<'_>, proc: &ProcFs, only: Option<&BTreeSet<String>>) -> R
     }
     store.drop_empty_groups()?;
     if only.is_none() {
-        let stale = store.drop_stale_idle()? + store.drop_stale_force_idle()?;
+        let stale = store.drop_stale_idle()? + store.drop_stale_forced_idle()?;
         if stale > 0 {
             log::debug!("gc: dropped {stale} cpu.idle and forced idle records of members no longer cached");
         }

@@ -32,7 +32,8 @@ pub struct CachedContainer {
     /// Other members of the group.
     pub group_members: Vec<String>,
     /// The forced idle charged to the group's containers, seconds (`None`: not available).
-    pub group_force_idle_seconds: Option<f64>,
+    #[serde(rename = "group_force_idle_seconds")]
+    pub group_forced_idle_seconds: Option<f64>,
 }
 
 /// What `inspect` reports.
@@ -56,7 +57,7 @@ pub fn inspect<K: CoreSched>(
     kernel: &K,
     proc: &ProcFs,
     store: Option<&Store>,
-    force_idle: &crate::ops::forced_idle::ForceIdle,
+    forced_idle: &crate::ops::forced_idle::ForcedIdle,
 ) -> Result<Report, OpsError> {
     let proc_err = |source| OpsError::Proc { pid, source };
     let me = proc.task(pid).map_err(proc_err)?.ok_or(OpsError::NoSuchProcess(pid))?;
@@ -78,7 +79,7 @@ pub fn inspect<K: CoreSched>(
             store.members(&m.group)?.into_iter().map(|o| o.container_id).filter(|id| *id != m.container_id).collect();
         container = Some(CachedContainer {
             same_process: m.init() == me,
-            group_force_idle_seconds: force_idle.of(&m.group),
+            group_forced_idle_seconds: forced_idle.of(&m.group),
             id: m.container_id,
             group: m.group,
             cookie_cached: CookieHex(m.cookie).to_string(),
@@ -107,7 +108,7 @@ pub fn render(r: &Report) -> String {
             if !c.group_members.is_empty() {
                 s.push_str(&format!("  other members: {}\n", c.group_members.join(", ")));
             }
-            if let Some(idle) = c.group_force_idle_seconds {
+            if let Some(idle) = c.group_forced_idle_seconds {
                 s.push_str(&format!("  forced idle charged to the group: {idle:.3} s\n"));
             }
         }

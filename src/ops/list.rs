@@ -7,7 +7,7 @@ use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, State};
 use crate::host::kernel::{CookieHex, CoreSched};
 use crate::host::procfs::ProcFs;
-use crate::ops::forced_idle::ForceIdle;
+use crate::ops::forced_idle::ForcedIdle;
 use crate::store::{Store, StoreError};
 
 /// One member as listed.
@@ -41,17 +41,18 @@ pub struct GroupView {
     /// Distinct non-zero cookies among live members (more than one: the next ensure converges).
     pub live_cookies: usize,
     /// The forced idle charged to the group's containers, seconds (`None`: not available, cgroup v1).
-    pub force_idle_seconds: Option<f64>,
+    #[serde(rename = "force_idle_seconds")]
+    pub forced_idle_seconds: Option<f64>,
     /// Members, oldest first.
     pub members: Vec<MemberView>,
 }
 
-/// Builds the listing; `force_idle`: the groups' forced idle ([`crate::ops::forced_idle`]).
+/// Builds the listing; `forced_idle`: the groups' forced idle ([`crate::ops::forced_idle`]).
 pub fn list<K: CoreSched>(
     store: &Store,
     kernel: &K,
     proc: &ProcFs,
-    force_idle: &ForceIdle,
+    forced_idle: &ForcedIdle,
 ) -> Result<Vec<GroupView>, StoreError> {
     let members = store.all_members()?;
     let mut out = Vec::new();
@@ -76,13 +77,13 @@ pub fn list<K: CoreSched>(
             });
         }
         let live_cookies = Groups::new(alive).held(&g.key).len();
-        let force_idle_seconds = force_idle.of(&g.key);
+        let forced_idle_seconds = forced_idle.of(&g.key);
         out.push(GroupView {
             group: g.key,
             ok: g.ok,
             failed: g.failed,
             live_cookies,
-            force_idle_seconds,
+            forced_idle_seconds,
             members: views,
         });
     }
@@ -116,7 +117,7 @@ pub fn render(groups: &[GroupView], note: Option<&str>) -> String {
             ""
         };
         let noun = if g.members.len() == 1 { "member" } else { "members" };
-        let idle = g.force_idle_seconds.map(|s| format!(", forced idle {s:.3} s")).unwrap_or_default();
+        let idle = g.forced_idle_seconds.map(|s| format!(", forced idle {s:.3} s")).unwrap_or_default();
         s.push_str(&format!("  {} {noun}, {} ok, {} failed{idle}{warn}\n", g.members.len(), g.ok, g.failed));
     }
     s.push_str(&note);

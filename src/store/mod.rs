@@ -16,7 +16,7 @@ use crate::error::{Chain, FailureReason};
 use crate::host::procfs::TaskId;
 use crate::values::{Cookie, Labels, Pid};
 
-mod force_idle;
+mod forced_idle;
 mod format;
 mod members;
 pub mod peek;

@@ -464,7 +464,7 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
             next_idle = Instant::now() + IDLE_EVERY;
         }
         if Instant::now() >= next_metrics {
-            refresh::update_force_idle(&f, opts, &mut last_idle_error);
+            refresh::update_forced_idle(&f, opts, &mut last_idle_error);
             f.stats.cpu_seconds = stats::own_cpu_seconds(proc);
             f.stats.sched_ext_refusals = crate::host::kernel::guard::refusals();
             stats::write_metrics(&metrics, &f.stats);

@@ -55,7 +55,7 @@ pub(super) fn refresh_if_changed<K: CoreSched>(
 /// Adds what each live member's cgroup grew in forced idle to its group's total
 /// ([`crate::ops::forced_idle::update`]), under the lock, in one transaction; every 10 s, so that
 /// little of a member that exits goes uncounted. A failure is logged once ([`report`]).
-pub(super) fn update_force_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Options, last_error: &mut String) {
+pub(super) fn update_forced_idle<K: CoreSched>(f: &Follower<'_, K>, opts: &Options, last_error: &mut String) {
     let refill = Refill { kernel: f.kernel, proc: f.proc, roots: &opts.runtime_roots, config: &opts.config };
     let updated = Session::open(opts.state_dir.as_path(), opts.lock_timeout, Existing, &refill)
         .map_err(OpsError::from)

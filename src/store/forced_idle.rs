@@ -1,6 +1,10 @@
 //! The forced idle of core scheduling the cache keeps: each group's total (`group_force_idle`),
 //! which only grows, and each member's cgroup's last reading (`member_force_idle`, valid for the
 //! member with that identity only), from which the next reading's growth is added to the group.
+//!
+//! The code spells it "forced idle" throughout; the two tables keep the names the cache format
+//! stores them under (format 6: `group_force_idle`, `member_force_idle`, after the kernel's
+//! `core_sched.force_idle_usec`), as do the JSON keys and metric names users read.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -8,7 +12,7 @@ use super::{Member, Store, StoreError, Txn};
 
 impl Store {
     /// The reading last recorded for member `m`'s cgroup (for this very init), µs.
-    pub fn force_idle_seen(&self, m: &Member) -> Result<Option<u64>, StoreError> {
+    pub fn forced_idle_seen(&self, m: &Member) -> Result<Option<u64>, StoreError> {
         self.conn
             .prepare_cached(
                 "SELECT usec FROM member_force_idle WHERE container_id = ?1 AND pid = ?2 AND start_time = ?3",
@@ -21,7 +25,7 @@ impl Store {
     }
 
     /// Every group's forced idle total, µs, by group.
-    pub fn group_force_idle(&self) -> Result<Vec<(String, u64)>, StoreError> {
+    pub fn group_forced_idle(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let mut st = self
             .conn
             .prepare_cached("SELECT group_key, usec FROM group_force_idle ORDER BY group_key")
@@ -34,7 +38,7 @@ impl Store {
 impl Txn<'_> {
     /// Records that member `m`'s cgroup `cgroup` reads `usec`, and adds `grown` to its group's
     /// total.
-    pub fn add_force_idle(&self, m: &Member, cgroup: &str, usec: u64, grown: u64) -> Result<(), StoreError> {
+    pub fn add_forced_idle(&self, m: &Member, cgroup: &str, usec: u64, grown: u64) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO member_force_idle (container_id, pid, start_time, cgroup, usec) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -56,7 +60,7 @@ impl Txn<'_> {
     }
 
     /// Drops the readings of member identities the cache no longer has. Returns how many.
-    pub fn drop_stale_force_idle(&self) -> Result<usize, StoreError> {
+    pub fn drop_stale_forced_idle(&self) -> Result<usize, StoreError> {
         self.conn
             .prepare_cached(
                 "DELETE FROM member_force_idle WHERE NOT EXISTS (SELECT 1 FROM members m
