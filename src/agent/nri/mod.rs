@@ -70,7 +70,7 @@ use crate::agent::signals::{sleep_unless_stopped, stopping};
 use crate::config::Config;
 use crate::host::system::Surroundings;
 use messages::event;
-use session::{End, Session};
+use session::{Connection, End};
 use status::Status;
 use wire::WireError;
 
@@ -261,7 +261,7 @@ fn serve_until_stopped(
             Ok(stream) => {
                 last_problem = None;
                 log::info!("connected to {}; registering as plugin {name}", opts.socket.display());
-                let mut served = Session::new(opts, config, hook_path, name, status);
+                let mut served = Connection::new(opts, config, hook_path, name, status);
                 let result = served.serve(stream);
                 configured = served.configured;
                 if configured {

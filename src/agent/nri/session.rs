@@ -1,4 +1,5 @@
-//! One connection to the runtime: registration, then the `Plugin` service's requests answered in
+//! One connection to the runtime ([`Connection`]; the cache's session is
+//! [`crate::session::Session`]): registration, then the `Plugin` service's requests answered in
 //! order on logical connection 1 ([`super::wire::PLUGIN_CONN`]) until the connection ends, a stop
 //! signal, or the runtime's `Shutdown`. `Synchronize` starts a [`super::catchup`] thread.
 
@@ -37,7 +38,7 @@ pub(super) enum End {
 }
 
 /// One connection's state.
-pub(super) struct Session<'a> {
+pub(super) struct Connection<'a> {
     opts: &'a Options,
     config: &'a Config,
     hook_path: &'a str,
@@ -66,7 +67,7 @@ const MAX_ADJUSTED: usize = 4096;
 /// to answer (NRI's default request timeout) and drops a plugin that takes longer.
 const START_LOCK_TIMEOUT_MS: u64 = 1000;
 
-/// What a request asks of the session once its response is sent.
+/// What a request asks of the connection once its response is sent.
 enum After {
     Nothing,
     Configured,
@@ -74,7 +75,7 @@ enum After {
     Shutdown,
 }
 
-impl<'a> Session<'a> {
+impl<'a> Connection<'a> {
     pub(super) fn new(
         opts: &'a Options,
         config: &'a Config,

@@ -22,7 +22,7 @@ fn session_handle(payload: &[u8], fail_closed: bool) -> Response {
     let opts = test_options();
     let status = Status::new(crate::agent::endpoint::Board::new("test"));
     let config = Config { fail_closed, ..Config::default() };
-    let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
+    let mut s = Connection::new(&opts, &config, "/h", "10-p", &status);
     s.handle(payload).0
 }
 
@@ -52,7 +52,7 @@ fn a_split_synchronize_is_collected_until_the_last_part() {
     let opts = test_options();
     let status = Status::new(crate::agent::endpoint::Board::new("test"));
     let config = Config::default();
-    let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
+    let mut s = Connection::new(&opts, &config, "/h", "10-p", &status);
     let part = |id: &str, more: bool| {
         let c = messages::Container { id: id.into(), ..Default::default() };
         request("Synchronize", SynchronizeRequest { pods: vec![], containers: vec![c], more }.to_bytes())
@@ -79,7 +79,7 @@ fn start_container_of_an_adjusted_container_needs_nothing() {
     let opts = test_options();
     let status = Status::new(crate::agent::endpoint::Board::new("test"));
     let config = Config::default();
-    let mut s = Session::new(&opts, &config, "/h", "10-p", &status);
+    let mut s = Connection::new(&opts, &config, "/h", "10-p", &status);
     let pod = messages::PodSandbox { id: "sb".into(), ..Default::default() };
     let ctr = messages::Container { id: "c1".into(), pod_sandbox_id: "sb".into(), ..Default::default() };
     let create = messages::CreateContainerRequest { pod: Some(pod.clone()), container: Some(ctr.clone()) };
