@@ -1,6 +1,10 @@
 //! The operator commands behind the CLI (everything but `hook`, `explain` and `nri`): each opens
 //! the cache of the [`System`] it is given under the lock, calls its `ops` module and prints text
 //! or JSON.
+//!
+//! The sessions: `read_session` for `inspect`, `list` and `metrics` (nothing created, the recorded
+//! stops applied); `write_existing`, a `Session::write` on the cache as it is, for `gc` and
+//! `reconcile`; `rebuild` creates the state dir and the cache, and refuses a stand-in.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -2,6 +2,11 @@
 //!
 //! Unknown keys and wrong types are errors that name the key, the file and the line: a typo in a
 //! security setting must never be silently ignored.
+//!
+//! [`Config::rule`] gives the rule of a QoS class (`[qos.LSE|LSR|LS|BE]`; `[qos.SYSTEM]` is refused).
+//! A file that cannot be parsed still says whether it sets `fail_closed = true`
+//! ([`broken_config_wants_fail_closed`], [`text_wants_fail_closed`]), so that a typo elsewhere in it
+//! never turns fail-closed into fail-open.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,7 @@
 //! Logging to stderr (env_logger) plus syslog/journald and an optional file: runtimes throw a
 //! hook's stderr away (crun) or show it only inside an error (runc), so stderr alone is not enough.
+//!
+//! Syslog is `/dev/log`, facility daemon; a line logged with target [`NO_STDERR`] stays off stderr.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -1,5 +1,7 @@
 //! A Prometheus textfile, written so that a collector never reads half of one: what `metrics
 //! --output FILE` writes, and the follower's `follow.prom`.
+//!
+//! A temporary file, fsync, mode 0644, rename over the old one, fsync of the directory.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -1,6 +1,14 @@
 //! The command line: parses it ([`args`]), loads the config, sets up logging, runs a command
 //! ([`crate::commands`], the hook, the NRI plugin) and maps the result to an [`ExitCode`]
 //! ([`crate::exit_codes`]). Errors are printed once, here.
+//!
+//! The config is loaded once (`load_config`): a file that cannot be parsed gives the defaults, with
+//! `fail_closed` kept when a line of it sets it (`config::broken_config_wants_fail_closed`), plus the
+//! error, which is a usage error for every command but `hook`, `explain`, `doctor`, `status` and
+//! `check-config`. Logging goes to syslog only for `hook`. The operator commands run through
+//! `in_system` / `in_state_dir` (the state dir chosen by `state_dir::choice::choose`, a `System` over
+//! it, an error printed once); `run_hook` reads the OCI state and hands it to the hook's verdict
+//! ([`crate::hook::verdict`]), then prints the error the verdict carries.
 
 pub mod args;
 
@@ -200,7 +208,7 @@ fn run_hook(
     stage: Option<hook::Stage>,
     state_file: Option<&Path>,
 ) -> ExitCode {
-    let verdict = hook::verdict::run(hook::verdict::Invocation {
+    let verdict = hook::verdict::hook_command(hook::verdict::Invocation {
         state: read_input(state_file),
         stage,
         config,

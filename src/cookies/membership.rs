@@ -15,6 +15,11 @@
 //!   process's own cgroup; when members of different groups share that cgroup, no member owns
 //!   it. `reconcile` and the follower's view both ask [`owner`], so that a process gets the same
 //!   cookie whichever of them reaches it first.
+//!
+//! Built on those: [`holds`] (identity, GET, identity: what a receipt and a wired shim are checked
+//! with), [`live_members`] (the one walk over cached members, each live with its cookie and cgroup
+//! key, gone, or unreadable), [`candidates`] (the owner candidates among live members),
+//! [`shared`] and [`Owners`] ([`owner`]'s rule indexed, for the audit's many lookups).
 
 use std::io;
 

@@ -7,6 +7,11 @@
 //! container that took the same id, and stays. Until a forget is applied, its member is a dead
 //! one, which every reader already recognises by pid and start time; so deferring it changes no
 //! decision, only when the row goes.
+//!
+//! The writers apply every recorded stop ([`apply`], from `Session::write` and
+//! `Session::apply_stops`); the hook only once [`HOOK_BACKLOG`] have piled up ([`apply_backlog`]),
+//! so that a createRuntime does not pay for each earlier poststop. The files go after the commit.
+//! When the file cannot be written, poststop forgets the container under the lock instead.
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,11 @@
 //! lock) → its execution ([`execute`]: under the lock, in one cache transaction, then the
 //! receipt) → the report and the verdict ([`verdict`]: the log lines, and the failure policy
 //! that turns a failure into the exit the runtime sees).
+//!
+//! This file holds the stages ([`Stage`]), the errors ([`HookError`], each with the failure reason
+//! it is counted under), the lifecycle rule ([`lifecycle`], ARCHITECTURE.md "Lifecycle"), what a run
+//! did ([`Done`]), and [`run`] / [`run_with`]: the plan, then its execution, on the relay thread and
+//! with the shim's proof the caller chooses.
 
 mod execute;
 mod plan;

@@ -2,6 +2,12 @@
 //! `/proc/PID/cgroup` gives it ([`relative`]), the directory of a cgroup in a v2, hybrid or v1
 //! layout, the processes below it, and the one write the hook makes there: `cpu.idle` for QoS
 //! classes whose rule has `sched_idle`.
+//!
+//! The path helpers: `parse_proc_file` (the path out of `/proc/PID/cgroup`), `join` (a path below a
+//! cgroup namespace's root), `key` (the cgroup a member is known by), `file` and `dir` (v2, hybrid or
+//! v1 `cpu`), `procs`, `within`; for `cpu.idle`, `idle_target` (the container's own cgroup: under a
+//! systemd driver the scope `linux.cgroupsPath` names, not crun's child `container`), `set_idle` and
+//! `restore_idle`; `forced_idle_usec` reads a v2 `cpu.stat`.
 
 use std::io;
 use std::path::{Path, PathBuf};

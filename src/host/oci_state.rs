@@ -1,6 +1,9 @@
 //! The OCI state a runtime writes to a hook's stdin, parsed tolerantly: runc, crun, youki and
 //! podman disagree on `status` names, on `pid` (absent, `0`, or the dead init) and on extra keys,
 //! so only what we use is read, and each field gets a precise error when it is malformed.
+//!
+//! At most [`MAX_STATE_BYTES`] are read; `pid` must lie between 0 and `i32::MAX`; messages clip the
+//! strings they quote.
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -1,6 +1,8 @@
 //! Reads of `/proc` (root passed in, so tests point it at a temp dir): task identity by
 //! pid + start time, the threads of a process, and its cgroup (the cgroup tree itself is
 //! [`crate::host::cgroup`]'s).
+//!
+//! [`CgroupReader`] is the follower's per-event read of `/proc/PID/cgroup`, into reused buffers.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,9 @@
 //!
 //! Every `config.json` (crun's copy, a bundle's) is read with the hook's own reader,
 //! [`crate::host::bundle`], so a reload and the hook take the same annotations and cgroupsPath from it.
+//!
+//! The default roots are [`RuntimeRoot::of_this_process`]'s, which `OCH_FAKE_RUNTIME_ROOTS` replaces
+//! with the `fake-kernel` feature.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,8 @@
 //! Only `/proc` is consulted, never the kernel: a member is identified by pid + start time, and a
 //! member whose identity cannot be read (an I/O error other than "no such process") is kept and
 //! reported, never dropped on a guess.
+//!
+//! [`gc_members`] is the same rule for the members the follower saw gone, one log line each.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

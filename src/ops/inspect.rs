@@ -1,5 +1,9 @@
 //! `inspect PID`: the cookie of every thread of a process and which cached container and group
 //! it belongs to (like util-linux `coresched get`, but knowing our groups).
+//!
+//! Every thread is read (`uniform`: whether they all match); the cached member whose pid it is, and
+//! whether it is this very process (`same_process`). The cache is read under the lock without a
+//! transaction.
 
 use serde::Serialize;
 

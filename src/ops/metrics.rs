@@ -5,6 +5,9 @@
 //! name (docs/metrics.md). The caller of [`render`] holds the state lock;
 //! [`render_node`] (the node's families, which both agents' pages carry too) reads only sysfs and
 //! the kernel.
+//!
+//! Without a cache, the `metrics` command renders over an in-memory one. [`render_refusals`] gives
+//! the sched_ext guard's refusals, for the agents' pages.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,7 @@
-//! Operator commands that read (and later repair) what the hook did: `inspect`, `list`.
+//! What the operator commands compute, one module each: [`audit`] and [`escapes`] (read-only
+//! checks of the node), [`doctor`], [`gc`], [`inspect`], [`list`], [`metrics`] with
+//! [`forced_idle`], and [`reconcile`] (the only one that changes cookies); [`OpsError`] is their
+//! error. `commands.rs` opens the session each needs and prints the result.
 
 pub mod audit;
 pub mod doctor;

@@ -20,6 +20,10 @@
 //!
 //! The caller holds the state lock and wraps [`reconcile`] in a transaction (a converge records
 //! the members' new cookies); [`reconcile_groups`] only reads the cache.
+//!
+//! Each member's status: dead, no cookie, failed, or live; a live one's cgroup not found or shared
+//! with another group is skipped. An unsupported kernel fails the whole run; per-process errors make
+//! the command exit 1 after the report. `--interval` repeats it, the lock held for each sweep.
 
 use std::path::Path;
 

@@ -25,6 +25,11 @@
 //! The rule every later version keeps (docs/upgrading.md): the same application id and lock
 //! file; a file of a format it does not know is left in place, never moved or replaced; additions
 //! raise the revision, not the format.
+//!
+//! `newer_on_disk` reads the format from the file's header before SQLite opens anything; `judge`
+//! says what an opened file is: current, to upgrade (`upgrade_sql`, in one transaction), to move
+//! aside (damaged, foreign, format 0, or an upgrade that fails), or a newer build's
+//! ([`Unusable`]).
 
 use rusqlite::Connection;
 

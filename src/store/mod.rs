@@ -6,6 +6,11 @@
 //! build is upgraded in place ([`format`] says what each version writes). The file lives on
 //! tmpfs, is guarded by our own flock and can be rebuilt, so durability is chosen for speed (see
 //! [`Store::open`]).
+//!
+//! [`Store::open`] says what it found ([`Found`]: the file as it is, created, upgraded, or replaced
+//! after a damaged one was moved aside by [`Store::quarantine`]). [`Store::begin`] hands out the
+//! [`Txn`], the only thing that writes rows (a `Store` only reads), landed by [`Txn::commit`] and
+//! rolled back when dropped without one; [`Store::transaction`] is begin, a closure, commit.
 
 use std::path::{Path, PathBuf};
 

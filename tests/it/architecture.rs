@@ -16,7 +16,11 @@
 //! * unit tests live in a sibling `*_tests.rs` file that its module includes, never inline;
 //! * ARCHITECTURE.md's module map names every folder and module by its path below `src/`, and
 //!   every `.rs` file and every item it names as a path (`module::item`, `Type::member`) exists in
-//!   the source.
+//!   the source;
+//! * every bare identifier it writes in backticks (`write_existing`, `Session`) is an item of the
+//!   source, or a word that is not code by a rule derived from the sources (config keys, SQL
+//!   names, crates, names read as a whole string) or by a short justified list;
+//! * it stays a map: at most 300 lines, none over 200 characters.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -405,9 +409,22 @@ fn every_file_and_item_architecture_md_names_exists() {
         let found = (1..segments.len()).rev().find_map(|n| Some((module_text(&segments[..n])?, &segments[n..])));
         let ok = match found {
             Some((text, rest)) => rest.iter().all(|name| defines(&text, name)),
-            // `Type::member`: the type and the member are defined somewhere in the crate.
+            // `Type::member`: the type is defined in the crate, and the member in a file that
+            // defines or implements the type (so that another type's `open` does not count).
             None if segments[0].starts_with(|c: char| c.is_ascii_uppercase()) => {
-                segments.iter().all(|name| defines(&all, name))
+                let ty = segments[0];
+                let homes: String = production
+                    .values()
+                    .filter(|text| {
+                        ["struct", "enum", "trait", "type", "impl", "for", ">"].iter().any(|kw| {
+                            let pat = format!("{kw} {ty}");
+                            text.match_indices(&pat).any(|(i, m)| ends_word(text, i + m.len()))
+                        })
+                    })
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                defines(&all, ty) && segments[1..].iter().all(|name| defines(&homes, name))
             }
             // Another crate's path: not ours to check; any other lowercase path names a module
             // this crate does not have.
@@ -418,6 +435,123 @@ fn every_file_and_item_architecture_md_names_exists() {
         }
     }
     assert!(stale.is_empty(), "ARCHITECTURE.md names what the code does not have: {stale:#?}");
+}
+
+/// The bare identifiers ARCHITECTURE.md writes in backticks (no `::`), as written without a
+/// trailing `()`: those that look like a Rust item. A snake_case word with an underscore
+/// (`write_existing`), a CamelCase word (`Session`, `CoreSched`), a SCREAMING_SNAKE word with an
+/// underscore (`HOOK_BACKLOG`), or any word followed by `()`. A plain lowercase or uppercase word
+/// (`hook`, `gc`, `GET`) is a command, a state or a kernel operation as often as an item, and is
+/// not checked.
+fn bare_identifiers_in_architecture_md() -> Vec<String> {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let mut names = BTreeSet::new();
+    for (i, span) in doc.split('`').enumerate() {
+        let name = span.strip_suffix("()").unwrap_or(span);
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        if i % 2 == 0 || name.is_empty() || !name.chars().all(word) || name.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let has_lower = name.chars().any(|c| c.is_ascii_lowercase());
+        let has_upper = name.chars().any(|c| c.is_ascii_uppercase());
+        let snake = !has_upper && name.contains('_');
+        let camel = name.starts_with(|c: char| c.is_ascii_uppercase()) && has_lower && !name.contains('_');
+        let screaming = !has_lower && name.contains('_');
+        if snake || camel || screaming || span.ends_with("()") {
+            names.insert(name.to_string());
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// The contents of the string literals of `text` (production code): SQL, environment variables'
+/// names, file names. Rough (an escaped quote ends a literal early), which only loses words.
+fn string_literals(text: &str) -> Vec<&str> {
+    text.split('"').skip(1).step_by(2).collect()
+}
+
+/// Words in backticks that are not items of this crate and that no file of the crate spells as
+/// a name, each with what it is.
+const NOT_CODE: [(&str, &str); 2] = [
+    ("PR_SCHED_CORE", "the prctl option; libc spells only its commands (PR_SCHED_CORE_GET, …)"),
+    ("CONFIG_SCHED_CORE", "the kernel's build option for core scheduling"),
+];
+
+/// The crates `Cargo.toml` depends on, as Rust spells them (`serde_json`, `env_logger`).
+fn dependencies(root: &Path) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let mut deps = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line.trim_matches(['[', ']']).ends_with("dependencies");
+        } else if let Some((key, _)) = line.split_once('=').filter(|_| in_deps) {
+            deps.insert(key.trim().replace('-', "_"));
+        }
+    }
+    deps
+}
+
+#[test]
+fn every_bare_identifier_architecture_md_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    let code: Vec<(String, String)> = files
+        .iter()
+        .filter(|(rel, _)| !rel.ends_with("_tests.rs"))
+        .map(|(rel, t)| (rel.clone(), production(t)))
+        .collect();
+    let all: String = code.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
+    // Config keys: the keys of docs/configuration.md's example file (`key = value`, maybe commented).
+    let configuration = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let config_keys: BTreeSet<&str> = configuration
+        .lines()
+        .filter_map(|l| l.trim_start_matches(['#', ' ']).split_once(" = ").map(|(k, _)| k.trim()))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    assert!(config_keys.contains("fail_closed") && config_keys.contains("sched_idle"), "{config_keys:?}");
+    // SQL names (tables, columns, pragmas): the words of `store/`'s string literals.
+    let sql: BTreeSet<&str> = code
+        .iter()
+        .filter(|(rel, _)| rel.starts_with("store/"))
+        .flat_map(|(_, t)| string_literals(t))
+        .flat_map(|s| s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .collect();
+    assert!(sql.contains("user_version") && sql.contains("members"), "the scan of store/'s SQL found too little");
+    // Environment variables and other names the code reads as a whole string (`"OCH_FAULT"`).
+    let build = std::fs::read_to_string(root.join("build.rs")).unwrap_or_default();
+    let literal = |name: &str| {
+        let quoted = format!("\"{name}\"");
+        all.contains(&quoted) || build.contains(&quoted)
+    };
+    let crates = dependencies(root);
+    assert!(crates.contains("rusqlite") && crates.contains("serde_json"), "{crates:?}");
+    let names = bare_identifiers_in_architecture_md();
+    assert!(names.len() > 20, "the scan found too few bare identifiers: {names:?}");
+    let stale: Vec<&String> = names
+        .iter()
+        .filter(|name| {
+            let item = defines(&all, name) || all.contains(&format!("macro_rules! {name} "));
+            let not_code = config_keys.contains(name.as_str())
+                || sql.contains(name.as_str())
+                || literal(name)
+                || crates.contains(name.as_str())
+                || NOT_CODE.iter().any(|(word, _)| word == name);
+            !item && !not_code
+        })
+        .collect();
+    assert!(stale.is_empty(), "ARCHITECTURE.md names identifiers the code does not have: {stale:?}");
+}
+
+#[test]
+fn architecture_md_is_a_short_map() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let lines = doc.lines().count();
+    assert!(lines <= 300, "ARCHITECTURE.md has {lines} lines, more than 300: function detail belongs in `//!` headers");
+    let long: Vec<(usize, usize)> =
+        doc.lines().enumerate().map(|(i, l)| (i + 1, l.chars().count())).filter(|(_, n)| *n > 200).collect();
+    assert!(long.is_empty(), "ARCHITECTURE.md lines over 200 characters (line, length): {long:?}");
 }
 
 #[test]

@@ -26,6 +26,12 @@
 //! makes systemd write `cpu.idle = 0` when it re-applies the unit, and nothing else would set it
 //! again for a running container. It also writes it for containers the NRI plugin caught up from
 //! a container that cannot write the host's cgroups.
+//!
+//! The loop's other clocks: the inits of the view's members looked at every 5 s (a gone one makes
+//! the next batch rebuild the view), the groups' forced idle every 10 s, a sweep every 10 s without
+//! events and on ENOBUFS at once, the subscription retried every 30 s, and the audit after each full
+//! sweep, whose counts join its page. With `enable_schedstats` it sets `kernel.sched_schedstats = 1`
+//! at start.
 
 pub mod heal;
 pub mod pace;

@@ -1,6 +1,9 @@
 //! The follower's counters and their Prometheus text (written to `follow.prom` in the state dir,
 //! which the `metrics` command appends to its own output, through [`read_page`]: the one reader
 //! of that file).
+//!
+//! A page with a line this build's follower does not write is left out of `metrics`, which says so
+//! in one line.
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,17 @@
 //! Proof of a group's cookie is never the cached value (cookie values can repeat after a cookie
 //! dies) but a GET on a live member whose identity — pid plus start time — was checked. Every
 //! SHARE runs on a relay thread ([`Relay`]) whose own cookie is verified before it is pushed anywhere.
+//!
+//! [`Engine::ensure`]: the target's identity and row read; the group's live members, oldest join
+//! first, the source being the oldest holding a cookie (the group rules of `cookies::groups`);
+//! with a source, the relay pulls its cookie and pushes it to every live member off it and to the
+//! target, each verified, another source tried when one dies (at most `MAX_SOURCE_ATTEMPTS` times,
+//! then [`EngineError::Unstable`]); without one, CREATE on the target, relayed to the members at 0.
+//! The target's identity is checked again, then the rows are written and the group's `ok` counted.
+//! [`Engine::converge`] moves a split group to its oldest holder's cookie the same way;
+//! [`Engine::clear`] resets a task to 0 from a fresh thread (one whose own GET is not 0 first pulls 0
+//! from the hook's process or pid 1, else [`EngineError::NoZeroSource`]); [`Engine::forget`] only
+//! removes the row.
 
 use std::io;
 

@@ -3,6 +3,11 @@
 //! A pure function, so it is tested exhaustively and `explain` can print it without touching the
 //! kernel or the cache. Annotations are user-controlled; anything invalid falls back to a cookie of
 //! the container's own, which can never widen sharing.
+//!
+//! [`decide`] takes the steps of ARCHITECTURE.md "Group resolution" in order, one function each
+//! (`namespace_of`, `policy_of`, `gate`, `own_cookie`, `group_key`, `scope`), and is complete when
+//! it returns: the action (with the init's pid inside the actions that act on it), the pod labels,
+//! `linux.cgroupsPath` and the sandbox; [`Decision::labels`] is what the cache records.
 
 use std::collections::BTreeMap;
 

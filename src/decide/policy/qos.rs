@@ -1,5 +1,13 @@
 //! The QoS class of a container and the config rule it follows: Koordinator's annotation, else
 //! the kubelet cgroup parent, mapped as Koordinator's core-sched rule does.
+//!
+//! Without the annotation, [`kube_qos_from_cgroup`] reads `linux.cgroupsPath`: a path containing
+//! `kubepods` is BestEffort if it contains `besteffort`, else Burstable if it contains `burstable`,
+//! else Guaranteed (Koordinator's `GetKubeQoSByCgroupParent`); no `kubepods`, no class. The rule
+//! (`rule_for`): LSE follows `[qos.LSR]` unless the config has `[qos.LSE]`; LSR, LS and BE their
+//! own; BestEffort → BE, Burstable → LS, Guaranteed → `[qos.LSR]` when the config enables it, else
+//! LS. The decision's `qos` is the class whose rule applied, and its reason says why when that is
+//! not the container's own.
 
 use std::collections::BTreeMap;
 

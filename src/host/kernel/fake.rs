@@ -5,6 +5,9 @@
 //! read from a `/proc` tree, real or fake), ESRCH for dead pids, EPERM for denied pids, and EINVAL /
 //! ENODEV for kernels without core scheduling or SMT. The VM test tier runs the same scenarios on
 //! the real kernel, which is what makes this double trustworthy.
+//!
+//! Fresh threads inherit a configurable cookie (`set_inherited`). Cookie values come from a counter
+//! and never repeat, so the reuse of a value is exercised only on the real kernel.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};

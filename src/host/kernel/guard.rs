@@ -8,6 +8,10 @@
 //!
 //! Every refusal is counted in this process ([`refusals`]); the hook counts its own through its
 //! failure reason `sched_ext`.
+//!
+//! `held_off` says why it holds cookies off now (not counted) and `probe_kernel` is the kernel's own
+//! probe beneath it, for `doctor` and the agents. [`crate::host::system::System::new`] wraps the
+//! kernel in the guard unless the config's `sched_ext_guard` is false.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

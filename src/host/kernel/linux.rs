@@ -1,4 +1,7 @@
 //! The real kernel: the only module in the project that calls `prctl(PR_SCHED_CORE, …)`.
+//!
+//! GET and SHARE_FROM always pass the thread scope; errno maps to [`KernelError`] in one place
+//! (`map_errno`: EINVAL unsupported, ENODEV no SMT, ESRCH no such process, EPERM denied).
 
 use super::{Cookie, CoreSched, KernelError, Scope};
 use crate::values::Pid;

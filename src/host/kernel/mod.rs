@@ -3,6 +3,11 @@
 //! [`linux::Linux`] is the only implementation that calls `prctl`; [`fake::FakeKernel`]
 //! (tests and the non-default `fake-kernel` feature only) models the same semantics in memory.
 //! Everything above this module speaks [`CoreSched`] and never sees an errno.
+//!
+//! Besides the four operations and the support probe, the trait has `probe_kernel` (the kernel's own
+//! probe beneath a guard, [`guard`]) and `held_off` (why a guard refuses cookies now), both defaulted
+//! for a bare kernel. [`system()`] gives the kernel of a run: `OCH_FAKE_KERNEL` is read only with the
+//! `fake-kernel` feature, so a release build cannot select the fake.
 
 pub mod guard;
 pub mod linux;

@@ -1,6 +1,11 @@
 //! The state directory (`/run/oci-coresched-hook` by default): created 0700, refused when it is
 //! not a directory, owned by someone else or open to group/others, and the bounded-wait lock file
 //! that serialises every read → decide → prctl → write.
+//!
+//! The lock is tried first; under contention a helper thread blocks in `flock` on a clone of the
+//! descriptor, so the lock passes over the moment it is freed, and the caller waits at most its
+//! timeout ([`DirError::LockTimeout`]). [`create_in`] is the one way a file of the state dir is made
+//! (`done/`, `stopped/`): mode 0600, no symlink followed.
 
 pub mod choice;
 pub mod fail_open;
