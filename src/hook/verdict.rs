@@ -62,8 +62,9 @@ pub struct Invocation<'a> {
     pub manual: bool,
 }
 
-/// Runs the hook command: decide → plan → execute ([`super::run_with`]) → report → verdict.
-pub fn run(inv: Invocation<'_>) -> Verdict {
+/// The `hook` command's entry, from the runtime's state to the verdict: decide → plan → execute
+/// ([`super::run_with`], one hook run) → report → verdict.
+pub fn hook_command(inv: Invocation<'_>) -> Verdict {
     let (config, manual) = (inv.config, inv.manual);
     // Where a fail-open is counted: the state dir the run would use (chosen again only on failure).
     let ledger = || choice::choose(inv.state_dir, &ThisProcess).ok();
