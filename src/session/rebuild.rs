@@ -13,6 +13,12 @@
 //! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
 //! so members are recorded oldest first, by start time).
 //!
+//! A container the cache already has with this very init (pid and start time) keeps the group
+//! and labels its row records: its cookie was given under that group, by the hook or by the NRI
+//! plugin's catch-up, which decided from the pod's annotations as the CRI gave them; its runtime's
+//! state may lack those (a container the plugin did not adjust), and recording it in the group that
+//! state alone says would leave it holding another group's cookie.
+//!
 //! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
 //! only the containers the cache lacks and changes no row it has; one that is older than every
 //! live member its group has in the cache is recorded as the oldest, so that a group split by a
@@ -36,7 +42,7 @@ use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
 use crate::host::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
 use crate::store::{Member, Store, Txn};
-use crate::values::{Cookie, Pid};
+use crate::values::{Cookie, Labels, Pid};
 
 /// One scanned root.
 #[derive(Debug, Clone, Serialize)]
@@ -124,6 +130,8 @@ struct Candidate {
     group: String,
     task: TaskId,
     cookie: Cookie,
+    /// The cache's row for this very init, whose group and labels are kept.
+    kept: Option<Member>,
 }
 
 /// A container the runtimes run, with its init (start time checked) and what the hook would
@@ -295,7 +303,8 @@ pub fn rebuild<K: CoreSched>(
         let id = c.id.clone();
         let pid = task.pid;
         let skip = |reason: String| Skipped { id: id.clone(), root: root.clone(), reason };
-        if fill == Fill::Missing && store.member(&c.id)?.is_some() {
+        let cached = store.member(&c.id)?;
+        if fill == Fill::Missing && cached.is_some() {
             continue;
         }
         if matches!(decision.action, Action::Skip | Action::Forget) {
@@ -347,7 +356,24 @@ pub fn rebuild<K: CoreSched>(
             )));
             continue;
         }
-        candidates.push(Candidate { c, root: root.clone(), decision, group, task, cookie });
+        // A row for this very init records the group its cookie was given under: the hook's, or
+        // the NRI plugin's catch-up, which decided from the pod's annotations the CRI gave it and
+        // which the runtime's state may lack. Its group and labels stay; only its cookie and
+        // cgroup are read again.
+        let kept = cached.filter(|m| m.init() == task);
+        let group = match &kept {
+            Some(m) if m.group != group => {
+                log::info!(
+                    "rebuild: container {} (pid {pid}) stays in group {}, which its cookie was given under (its \
+                     runtime's state alone would say {group})",
+                    c.id,
+                    m.group
+                );
+                m.group.clone()
+            }
+            _ => group,
+        };
+        candidates.push(Candidate { c, root: root.clone(), decision, group, task, cookie, kept });
     }
 
     // Oldest first, so that the cache's join order (which decides whose cookie wins when a group
@@ -381,7 +407,10 @@ pub fn rebuild<K: CoreSched>(
         let cgroup = proc.cgroup(k.task.pid).map_err(|source| EngineError::Proc { pid: k.task.pid, source })?;
         let m = Member {
             cookie: k.cookie,
-            labels: k.decision.labels(cgroup),
+            labels: match &k.kept {
+                Some(m) => Labels { cgroup, ..m.labels.clone() },
+                None => k.decision.labels(cgroup),
+            },
             ..Member::new(&k.c.id, &group, k.task.pid, k.task.start_time)
         };
         if oldest {

@@ -248,3 +248,50 @@ fn fill_missing_keeps_every_row_and_puts_older_containers_first() {
     assert_eq!(w.store.member("x").unwrap().unwrap().group, "elsewhere", "a row it has is left alone");
     assert_eq!(r.conflicts.len(), 1, "{r:#?}");
 }
+
+/// The field's DaemonSet part: d1 and d2 were created while the NRI plugin was down, and its
+/// catch-up gave them the cookie of the group the pod's annotations name (from the CRI), recorded
+/// in the cache. Their runtime's state lacks those annotations (the plugin adjusted nothing), so
+/// deciding from it alone would say the pod's default group and record them in a group other than
+/// the one whose cookie they hold (the audit's `shared`). A rebuild keeps the group a row for the
+/// very same init records; a row for another init (the id reused) is decided again.
+#[test]
+fn rebuild_keeps_the_group_a_containers_cookie_was_given_under() {
+    let w = World::new();
+    let bare = annotations(&[("oci-coresched-hook/group", None)]);
+    for (id, pid) in [("d1", 100), ("d2", 110), ("d3", 120)] {
+        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+        w.kernel.force(pid, 0x5eed_0000_0040);
+        w.runc("runc", id, pid as i64, 1000 + pid as u64, &bare, "b");
+    }
+    let caught_up = |id: &str, pid: Pid, start: u64| Member {
+        cookie: 0x5eed_0000_0040,
+        labels: Labels {
+            cgroup: Some(format!("/kubepods/burstable/pod1/{id}")),
+            namespace: Some("default".into()),
+            pod_name: Some("web-0".into()),
+            ..Labels::default()
+        },
+        ..Member::new(id, "default/web", pid, start)
+    };
+    w.store
+        .transaction(|tx| {
+            tx.upsert_member(&caught_up("d1", 100, 1100))?;
+            tx.upsert_member(&caught_up("d2", 110, 1110))?;
+            // d3's row is of another init that had its id.
+            tx.upsert_member(&caught_up("d3", 999, 9999))
+        })
+        .unwrap();
+
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
+    assert_eq!(group("d1"), "default/web");
+    assert_eq!(group("d2"), "default/web");
+    assert_ne!(group("d3"), "default/web", "another init's row is no proof: decided from the state");
+    assert!(group("d3").starts_with("default/pod:"), "{}", group("d3"));
+    let d1 = w.store.member("d1").unwrap().unwrap();
+    assert_eq!((d1.group.as_str(), d1.cookie), ("default/web", 0x5eed_0000_0040));
+    assert_eq!(d1.labels.pod_name.as_deref(), Some("web-0"), "the row's labels stay");
+    assert_eq!(d1.labels.cgroup.as_deref(), Some("/kubepods/burstable/pod1/d1"));
+    assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
+}
