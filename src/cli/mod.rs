@@ -208,7 +208,7 @@ fn run_hook(
     stage: Option<hook::Stage>,
     state_file: Option<&Path>,
 ) -> ExitCode {
-    let verdict = hook::verdict::run(hook::verdict::Invocation {
+    let verdict = hook::verdict::hook_command(hook::verdict::Invocation {
         state: read_input(state_file),
         stage,
         config,
