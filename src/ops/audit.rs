@@ -24,6 +24,11 @@
 //! A process running this binary is left out (a hook between its share and its exit carries its
 //! group's cookie by design), and so is the audit itself. It changes nothing: no SHARE, no write,
 //! no recorded stop applied. Threads that exit while they are read are skipped.
+//!
+//! A cgroup's owner is looked up through `membership::Owners` (the most specific member cgroup,
+//! walked up from the process's own). 1,000 members of 10 threads stay under the 200 ms target
+//! over the fake kernel (`benches/inproc.rs`). The follower runs it after each full sweep and
+//! publishes the counts.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,5 +1,8 @@
 //! `list`: every cached group with its members, whether each init is still alive (pid
 //! and start time), the cookie cached and the cookie the kernel reports now, and the counters.
+//!
+//! Each group's `live_cookies` counts the cookies its live members hold (more than one prints a
+//! warning: the group is split); the text form starts with a line when the node cannot isolate.
 
 use serde::Serialize;
 

@@ -18,6 +18,11 @@
 //!
 //! Read-only: nothing is created, the cache is read as it is on disk ([`crate::store::peek`]),
 //! and the audit is the read-only `audit`.
+//!
+//! [`examine`] gathers the facts over a [`Node`] (the `System`, the kernel's own probe without the
+//! guard, the config file and its error, the host root, this binary), [`judge`] levels them and
+//! gives the verdict, [`render`] prints it (`status`: the verdict and the lines that are not ok),
+//! and [`cannot_isolate`] is the first line of `list` (the rule itself is `host::cpu`'s).
 
 pub mod agents;
 pub mod files;
