@@ -299,87 +299,116 @@ pub fn rebuild<K: CoreSched>(
         unreadable: found.unreadable,
     };
     let mut candidates = Vec::new();
-    for Running { c, root, task, decision } in found.running {
-        let id = c.id.clone();
-        let pid = task.pid;
-        let skip = |reason: String| Skipped { id: id.clone(), root: root.clone(), reason };
-        let cached = store.member(&c.id)?;
-        if fill == Fill::Missing && cached.is_some() {
-            continue;
-        }
-        if matches!(decision.action, Action::Skip | Action::Forget) {
-            report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
-            continue;
-        }
-        let cookie = match kernel.get(pid) {
-            Ok(c) => c,
-            Err(KernelError::NoSuchProcess(_)) => {
-                report.skipped.push(skip(format!("dead: pid {pid} exited")));
-                continue;
-            }
-            Err(e) if e.is_unsupported() => {
-                return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
-            }
-            Err(e) => {
-                report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
-                report.unreadable += 1;
-                continue;
-            }
-        };
-        // Skip and Forget went above: without a group, the decision is a clear.
-        let Some(group) = decision.group().map(str::to_string) else {
-            let reason = if cookie == 0 {
-                format!("{} (cookie 0, as it should be)", decision.reason)
-            } else {
-                format!(
-                    "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
-                    decision.reason,
-                    CookieHex(cookie)
-                )
-            };
-            // A cached row would put it in a group it must not be in.
-            if store.member(&c.id)?.is_some() {
-                store.remove_member(&c.id)?;
-            }
-            report.skipped.push(skip(reason));
-            continue;
-        };
-        if cookie == 0 {
-            // Nothing to share from, and its group is only a guess: a container that the NRI
-            // plugin did not adjust (started while it was away, or the plugin's own) carries
-            // none of its pod's annotations in the runtime's state. A cached row stays as it
-            // is: the next ensure of its group repairs a member that lost its cookie.
-            report.skipped.push(skip(format!(
-                "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
-                     runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
-                group
-            )));
-            continue;
-        }
-        // A row for this very init records the group its cookie was given under: the hook's, or
-        // the NRI plugin's catch-up, which decided from the pod's annotations the CRI gave it and
-        // which the runtime's state may lack. Its group and labels stay; only its cookie and
-        // cgroup are read again.
-        let kept = cached.filter(|m| m.init() == task);
-        let group = match &kept {
-            Some(m) if m.group != group => {
-                log::info!(
-                    "rebuild: container {} (pid {pid}) stays in group {}, which its cookie was given under (its \
-                     runtime's state alone would say {group})",
-                    c.id,
-                    m.group
-                );
-                m.group.clone()
-            }
-            _ => group,
-        };
-        candidates.push(Candidate { c, root: root.clone(), decision, group, task, cookie, kept });
+    for running in found.running {
+        candidates.extend(candidate(store, kernel, running, fill, &mut report)?);
     }
+    let (first, last) = place(store, kernel, proc, candidates, fill)?;
+    let (mut recorded, groups) = record(store, proc, &first, &last)?;
+    // Reported oldest first, however they were placed.
+    recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
+    report.members = recorded;
+    report.conflicts = conflicts(store, kernel, proc, groups)?;
+    Ok(report)
+}
 
-    // Oldest first, so that the cache's join order (which decides whose cookie wins when a group
-    // has two) follows the containers' age. Filling in what a cache lacks, a container older
-    // than every live member its group has there goes before them all (youngest of those first,
-    // each below the one before).
+/// Phase 1 of [`rebuild`]: `running` as a container to record, with the cookie on its init and
+/// its group, or `None` with the reason among `report`'s skipped (a cleared container's row
+/// removed).
+fn candidate<K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    Running { c, root, task, decision }: Running,
+    fill: Fill,
+    report: &mut RebuildReport,
+) -> Result<Option<Candidate>, EngineError> {
+    let id = c.id.clone();
+    let pid = task.pid;
+    let skip = |reason: String| Skipped { id: id.clone(), root: root.clone(), reason };
+    let cached = store.member(&c.id)?;
+    if fill == Fill::Missing && cached.is_some() {
+        return Ok(None);
+    }
+    if matches!(decision.action, Action::Skip | Action::Forget) {
+        report.skipped.push(skip(format!("the policy skips it: {}", decision.reason)));
+        return Ok(None);
+    }
+    let cookie = match kernel.get(pid) {
+        Ok(c) => c,
+        Err(KernelError::NoSuchProcess(_)) => {
+            report.skipped.push(skip(format!("dead: pid {pid} exited")));
+            return Ok(None);
+        }
+        Err(e) if e.is_unsupported() => {
+            return Err(EngineError::Kernel { op: format!("read the cookie of pid {pid}"), source: e });
+        }
+        Err(e) => {
+            report.skipped.push(skip(format!("failed to read the cookie of pid {pid}: {e}")));
+            report.unreadable += 1;
+            return Ok(None);
+        }
+    };
+    // Skip and Forget went above: without a group, the decision is a clear.
+    let Some(group) = decision.group().map(str::to_string) else {
+        let reason = if cookie == 0 {
+            format!("{} (cookie 0, as it should be)", decision.reason)
+        } else {
+            format!(
+                "{}, but it holds cookie {} (rebuild changes no cookie; the next ensure or a restart clears it)",
+                decision.reason,
+                CookieHex(cookie)
+            )
+        };
+        // A cached row would put it in a group it must not be in.
+        if cached.is_some() {
+            store.remove_member(&c.id)?;
+        }
+        report.skipped.push(skip(reason));
+        return Ok(None);
+    };
+    if cookie == 0 {
+        // Nothing to share from, and its group is only a guess: a container that the NRI
+        // plugin did not adjust (started while it was away, or the plugin's own) carries
+        // none of its pod's annotations in the runtime's state. A cached row stays as it
+        // is: the next ensure of its group repairs a member that lost its cookie.
+        report.skipped.push(skip(format!(
+            "it holds no cookie: not recorded (rebuild gives no cookie; its group is decided when the \
+                 runtime runs its hook, or by the NRI plugin's catch-up); it would be in group {}",
+            group
+        )));
+        return Ok(None);
+    }
+    // A row for this very init records the group its cookie was given under: the hook's, or
+    // the NRI plugin's catch-up, which decided from the pod's annotations the CRI gave it and
+    // which the runtime's state may lack. Its group and labels stay; only its cookie and
+    // cgroup are read again.
+    let kept = cached.filter(|m| m.init() == task);
+    let group = match &kept {
+        Some(m) if m.group != group => {
+            log::info!(
+                "rebuild: container {} (pid {pid}) stays in group {}, which its cookie was given under (its \
+                 runtime's state alone would say {group})",
+                c.id,
+                m.group
+            );
+            m.group.clone()
+        }
+        _ => group,
+    };
+    Ok(Some(Candidate { c, root, decision, group, task, cookie, kept }))
+}
+
+/// Phase 2 of [`rebuild`]: the candidates in the order they are recorded. Oldest first, so that
+/// the cache's join order (which decides whose cookie wins when a group has two) follows the
+/// containers' age. Filling in what a cache lacks, a container older than every live member its
+/// group has there goes before them all (`first`, youngest of those first, each below the one
+/// before); the rest (`last`) after them.
+fn place<K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    proc: &ProcFs,
+    mut candidates: Vec<Candidate>,
+    fill: Fill,
+) -> Result<(Vec<Candidate>, Vec<Candidate>), EngineError> {
     candidates.sort_by_key(|k| (k.task.start_time, k.task.pid));
     let mut oldest_cached: BTreeMap<String, Option<u64>> = BTreeMap::new();
     let mut first = Vec::new();
@@ -398,6 +427,17 @@ pub fn rebuild<K: CoreSched>(
             _ => last.push(k),
         }
     }
+    Ok((first, last))
+}
+
+/// Phase 3 of [`rebuild`]: writes the rows, `first` each as the oldest of its group (youngest of
+/// them first), then `last`; what was recorded, and the groups recorded into.
+fn record(
+    store: &Txn<'_>,
+    proc: &ProcFs,
+    first: &[Candidate],
+    last: &[Candidate],
+) -> Result<(Vec<Rebuilt>, BTreeSet<String>), EngineError> {
     let mut groups = BTreeSet::new();
     let placed = first.iter().rev().map(|k| (k, true)).chain(last.iter().map(|k| (k, false)));
     let mut recorded = Vec::new();
@@ -436,11 +476,18 @@ pub fn rebuild<K: CoreSched>(
         });
         groups.insert(group);
     }
-    // Reported oldest first, however they were placed.
-    recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
-    report.members = recorded;
+    Ok((recorded, groups))
+}
 
-    // Groups whose live members (found now or cached before) disagree.
+/// Phase 4 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold
+/// more than one cookie ([`Groups::is_split`]).
+fn conflicts<K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    proc: &ProcFs,
+    groups: BTreeSet<String>,
+) -> Result<Vec<Conflict>, EngineError> {
+    let mut out = Vec::new();
     for group in groups {
         let cached = store.members(&group)?;
         let mut members = Vec::new();
@@ -453,14 +500,14 @@ pub fn rebuild<K: CoreSched>(
         }
         let held = Groups::new(members.iter().copied());
         if held.is_split(&group) {
-            report.conflicts.push(Conflict {
+            out.push(Conflict {
                 cookies: held.held(&group).iter().map(|c| CookieHex(*c).to_string()).collect(),
                 group,
                 members: members.into_iter().map(|(m, c)| (m.container_id.clone(), CookieHex(c).to_string())).collect(),
             });
         }
     }
-    Ok(report)
+    Ok(out)
 }
 
 /// The start time of the oldest member of `group` in the cache whose init is alive (its cookie
