@@ -473,7 +473,7 @@ fn string_literals(text: &str) -> Vec<&str> {
 /// Words in backticks that are not items of this crate and that no file of the crate spells as
 /// a name, each with what it is.
 const NOT_CODE: [(&str, &str); 2] = [
-    ("PR_SCHED_CORE", "the prctl option; libc spells only its commands (PR_SCHED_CORE_GET, …)"),
+    ("PR_SCHED_CORE", "the prctl option, libc's constant (host/kernel/linux.rs passes it)"),
     ("CONFIG_SCHED_CORE", "the kernel's build option for core scheduling"),
 ];
 
