@@ -167,8 +167,45 @@ pub fn audit<K: CoreSched>(
         None => Vec::new(),
     };
     let mut report = AuditReport::default();
-    let mut live: Vec<Live<'_>> = Vec::new();
-    for seen in membership::live_members(proc, kernel, &members) {
+    let live = live_members(&members, kernel, proc)?;
+    report.members = live.len();
+    let groups = Groups::new(live.iter().map(|l| (l.member, l.cookie)));
+    report.groups = groups.with_cookie();
+    let mut violations = shared(&live, &groups, proc);
+
+    let scan = crate::session::rebuild::scan(roots, proc, config);
+    let cleared = cleared(&scan.running, proc);
+    report.cleared = cleared.len();
+    let escaped = super::escapes::find(&scan.running, kernel, proc)?;
+    let escaping = escaping(&escaped, proc);
+    let expected = Expected {
+        groups: &groups,
+        owners: membership::Owners::new(membership::candidates(&live)),
+        shims: shims(&live, &groups),
+        clearing: membership::Owners::new(cleared.iter().map(|(key, id)| (key.as_str(), id.as_str(), id))),
+        escaped_inits: escaped.iter().map(|e| (e.pid, e)).collect(),
+        escaping: membership::Owners::new(escaping.iter().map(|(key, e)| (key.as_str(), e.id.as_str(), *e))),
+        own_exe: std::fs::read_link("/proc/self/exe").ok(),
+    };
+    let me = std::process::id() as Pid;
+    let pids = proc.pids().map_err(|source| OpsError::Proc { pid: 0, source })?;
+    for pid in pids.into_iter().filter(|pid| *pid != me) {
+        expected.check_process(pid, kernel, proc, &mut report, &mut violations)?;
+    }
+    violations.sort_by_key(|v| (v.pid, v.tid, v.rule));
+    report.violations = violations;
+    report.escaped = escaped;
+    Ok(report)
+}
+
+/// The live members of `members` (a kernel without core scheduling is an error).
+fn live_members<'m, K: CoreSched>(
+    members: &'m [crate::store::Member],
+    kernel: &K,
+    proc: &ProcFs,
+) -> Result<Vec<Live<'m>>, OpsError> {
+    let mut live = Vec::new();
+    for seen in membership::live_members(proc, kernel, members) {
         match seen {
             Seen::Live(l) => live.push(l),
             Seen::CookieUnreadable(m, e) if e.is_unsupported() => {
@@ -177,22 +214,21 @@ pub fn audit<K: CoreSched>(
             _ => {}
         }
     }
-    report.members = live.len();
+    Ok(live)
+}
 
-    let groups = Groups::new(live.iter().map(|l| (l.member, l.cookie)));
-    report.groups = groups.with_cookie();
+/// Rule `shared`: a cookie belongs to the group that had it first ([`Groups::owner_of`]); each
+/// group holding another's is reported at its members' inits.
+fn shared(live: &[Live<'_>], groups: &Groups, proc: &ProcFs) -> Vec<Violation> {
     let mut violations = Vec::new();
-    // A cookie belongs to the group that had it first: each group holding another's is reported
-    // at its members' inits.
     for (group, cookie) in groups.cookies() {
         let Some(first) = groups.borrowed(group) else { continue };
         for l in live.iter().filter(|l| l.member.group == group) {
-            let comm = comm(proc, l.member.pid);
             violations.push(Violation {
                 rule: Rule::Shared,
                 pid: l.member.pid,
                 tid: l.member.pid,
-                comm,
+                comm: comm(proc, l.member.pid),
                 container: Some(l.member.container_id.clone()),
                 group: Some(format!("{group} (cookie of {first})")),
                 want: "a cookie of its own".into(),
@@ -200,60 +236,90 @@ pub fn audit<K: CoreSched>(
             });
         }
     }
-    // The shims the hook gave a cookie (members without a cgroup: judged by identity), and what
-    // each must carry: its group's cookie, or 0 once cleared.
-    let mut shims: BTreeMap<Pid, (&Live<'_>, Cookie)> = BTreeMap::new();
-    for l in live.iter().filter(|l| l.key.is_none()) {
-        let want = groups.cookie(&l.member.group).unwrap_or(0);
-        shims.insert(l.member.pid, (l, want));
-    }
+    violations
+}
 
-    // Containers the policy clears, by their init's cgroup.
-    let scan = crate::session::rebuild::scan(roots, proc, config);
-    let mut cleared: Vec<(String, String)> = Vec::new();
-    for r in &scan.running {
+/// The shims the hook gave a cookie (members without a cgroup: judged by identity), and what
+/// each must carry: its group's cookie, or 0 once cleared.
+fn shims<'a, 'm>(live: &'a [Live<'m>], groups: &Groups) -> BTreeMap<Pid, (&'a Live<'m>, Cookie)> {
+    live.iter()
+        .filter(|l| l.key.is_none())
+        .map(|l| (l.member.pid, (l, groups.cookie(&l.member.group).unwrap_or(0))))
+        .collect()
+}
+
+/// The running containers the policy clears, by their init's cgroup key, with their ids.
+fn cleared(running: &[crate::session::rebuild::Running], proc: &ProcFs) -> Vec<(String, String)> {
+    let mut cleared = Vec::new();
+    for r in running {
         if matches!(r.decision.action, Action::Clear { .. })
             && let Some(key) = proc.cgroup(r.task.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
         {
             cleared.push((key, r.c.id.clone()));
         }
     }
-    report.cleared = cleared.len();
-    let escaped = super::escapes::find(&scan.running, kernel, proc)?;
-    // Each escaped container's threads: its init's, and those of the processes in its cgroup,
-    // unless that cgroup also holds this audit (then it is no container's own).
-    let me = std::process::id() as Pid;
-    let own_cgroup = proc.cgroup(me).ok().flatten();
-    let escaped_inits: BTreeMap<Pid, &super::escapes::Escaped> = escaped.iter().map(|e| (e.pid, e)).collect();
-    let mut escaping: Vec<(String, &super::escapes::Escaped)> = Vec::new();
-    for e in &escaped {
+    cleared
+}
+
+/// The cgroup of each escaped container whose processes are its own: its init's, unless that
+/// cgroup also holds this audit (then it is no container's own).
+fn escaping<'e>(escaped: &'e [super::escapes::Escaped], proc: &ProcFs) -> Vec<(String, &'e super::escapes::Escaped)> {
+    let own_cgroup = proc.cgroup(std::process::id() as Pid).ok().flatten();
+    let mut escaping = Vec::new();
+    for e in escaped {
         if let Some(key) = proc.cgroup(e.pid).ok().flatten().and_then(|c| crate::host::cgroup::key(Some(&c)))
             && own_cgroup.as_deref().is_none_or(|mine| membership::owner(mine, [(key.as_str(), "", ())]).is_none())
         {
             escaping.push((key, e));
         }
     }
-    let escaping_index = membership::Owners::new(escaping.iter().map(|(key, e)| (key.as_str(), e.id.as_str(), *e)));
+    escaping
+}
 
-    let owners = membership::Owners::new(membership::candidates(&live));
-    let clearing_index = membership::Owners::new(cleared.iter().map(|(key, id)| (key.as_str(), id.as_str(), id)));
-    let own_exe = std::fs::read_link("/proc/self/exe").ok();
-    let pids = proc.pids().map_err(|source| OpsError::Proc { pid: 0, source })?;
-    for pid in pids {
-        if pid == me {
-            continue;
-        }
+/// What owns a process: the member owning its cgroup, the shim it is (with the cookie it must
+/// carry), the cleared container owning its cgroup.
+type OwnedBy<'a, 'm> = (Option<&'a Live<'m>>, Option<&'a (&'a Live<'m>, Cookie)>, Option<&'a String>);
+
+/// A thread's rule, the cookie it should carry, its container and its group.
+type Judged = (Rule, Cookie, Option<String>, Option<String>);
+
+/// What each process of the node should carry: the indices the thread walk asks.
+struct Expected<'a, 'm> {
+    groups: &'a Groups,
+    /// The member owning a cgroup ([`membership::owner`]'s rule).
+    owners: membership::Owners<&'a Live<'m>>,
+    /// The shims by pid, with the cookie each must carry.
+    shims: BTreeMap<Pid, (&'a Live<'m>, Cookie)>,
+    /// The cleared container owning a cgroup.
+    clearing: membership::Owners<&'a String>,
+    /// The escaped containers by init pid.
+    escaped_inits: BTreeMap<Pid, &'a super::escapes::Escaped>,
+    /// The escaped container owning a cgroup.
+    escaping: membership::Owners<&'a super::escapes::Escaped>,
+    /// This binary, whose running copies are left out.
+    own_exe: Option<std::path::PathBuf>,
+}
+
+impl Expected<'_, '_> {
+    /// Reads every thread of process `pid` and adds its violations; none when the process runs
+    /// this binary (a hook between its share and its exit carries a group's cookie by design).
+    fn check_process<K: CoreSched>(
+        &self,
+        pid: Pid,
+        kernel: &K,
+        proc: &ProcFs,
+        report: &mut AuditReport,
+        violations: &mut Vec<Violation>,
+    ) -> Result<(), OpsError> {
         let tids = match proc.threads(pid) {
             Ok(t) if !t.is_empty() => t,
-            _ => continue,
+            _ => return Ok(()),
         };
-        let Ok(Some(cg)) = proc.cgroup(pid) else { continue };
-        let owner = owners.owner(&cg).copied();
-        let shim = shims.get(&pid);
-        let clearing = clearing_index.owner(&cg).copied();
-        let escaping = escaped_inits.get(&pid).copied().or_else(|| escaping_index.owner(&cg).copied());
+        let Ok(Some(cg)) = proc.cgroup(pid) else { return Ok(()) };
+        let escaping = self.escaped_inits.get(&pid).copied().or_else(|| self.escaping.owner(&cg).copied());
+        let owned = (self.owners.owner(&cg).copied(), self.shims.get(&pid), self.clearing.owner(&cg).copied());
         report.processes += 1;
-        let mut skip_process = false;
+        let mut found = Vec::new();
         for tid in tids {
             let have = match kernel.get(tid) {
                 Ok(c) => c,
@@ -263,8 +329,9 @@ pub fn audit<K: CoreSched>(
             };
             report.threads += 1;
             if let Some(e) = escaping.filter(|_| have == 0) {
-                let want = groups.cookie(&e.group).map_or("a cookie of its group".into(), |c| CookieHex(c).to_string());
-                violations.push(Violation {
+                let want =
+                    self.groups.cookie(&e.group).map_or("a cookie of its group".into(), |c| CookieHex(c).to_string());
+                found.push(Violation {
                     rule: Rule::Escaped,
                     pid,
                     tid,
@@ -276,33 +343,17 @@ pub fn audit<K: CoreSched>(
                 });
                 continue;
             }
-            let (rule, want, container, group) = match (owner, shim, clearing) {
-                (Some(l), _, _) => {
-                    let want = groups.cookie(&l.member.group).unwrap_or(l.cookie);
-                    // The init itself off the group's cookie: the group holds two.
-                    let rule = if tid == l.member.pid { Rule::Split } else { Rule::Member };
-                    (rule, want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
-                }
-                (None, Some((l, want)), _) => {
-                    let rule = if *want == 0 { Rule::Cleared } else { Rule::Outside };
-                    (rule, *want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
-                }
-                (None, None, Some(id)) => (Rule::Cleared, 0, Some(id.clone()), None),
-                (None, None, None) => match groups.owner_of(have) {
-                    Some(g) => (Rule::Outside, 0, None, Some(g.to_string())),
-                    None => continue,
-                },
-            };
+            let Some((rule, want, container, group)) = self.judge(owned, tid, have) else { continue };
             if have == want {
                 continue;
             }
-            // This binary mid-run (a hook between its share and its exit) carries a group's cookie
-            // by design.
-            if own_exe.is_some() && std::fs::read_link(proc.root().join(pid.to_string()).join("exe")).ok() == own_exe {
-                skip_process = true;
-                break;
+            if self.own_exe.is_some()
+                && std::fs::read_link(proc.root().join(pid.to_string()).join("exe")).ok() == self.own_exe
+            {
+                violations.retain(|v| v.pid != pid);
+                return Ok(());
             }
-            violations.push(Violation {
+            found.push(Violation {
                 rule,
                 pid,
                 tid,
@@ -313,14 +364,29 @@ pub fn audit<K: CoreSched>(
                 have: CookieHex(have).to_string(),
             });
         }
-        if skip_process {
-            violations.retain(|v| v.pid != pid);
-        }
+        violations.extend(found);
+        Ok(())
     }
-    violations.sort_by_key(|v| (v.pid, v.tid, v.rule));
-    report.violations = violations;
-    report.escaped = escaped;
-    Ok(report)
+
+    /// The rule thread `tid` (carrying `have`) is held to, the cookie it should carry, and its
+    /// container and group, from what owns its process (the member owning its cgroup, the shim
+    /// it is, the cleared container owning its cgroup); `None` when no rule speaks of it.
+    fn judge(&self, owned: OwnedBy<'_, '_>, tid: Pid, have: Cookie) -> Option<Judged> {
+        Some(match owned {
+            (Some(l), _, _) => {
+                let want = self.groups.cookie(&l.member.group).unwrap_or(l.cookie);
+                // The init itself off the group's cookie: the group holds two.
+                let rule = if tid == l.member.pid { Rule::Split } else { Rule::Member };
+                (rule, want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
+            }
+            (None, Some((l, want)), _) => {
+                let rule = if *want == 0 { Rule::Cleared } else { Rule::Outside };
+                (rule, *want, Some(l.member.container_id.clone()), Some(l.member.group.clone()))
+            }
+            (None, None, Some(id)) => (Rule::Cleared, 0, Some(id.clone()), None),
+            (None, None, None) => (Rule::Outside, 0, None, Some(self.groups.owner_of(have)?.to_string())),
+        })
+    }
 }
 
 /// A thread's `comm` (from `/proc/TID/stat`, which the kernel serves for every thread).
