@@ -31,12 +31,12 @@ use serde::Serialize;
 
 use crate::cookies::engine::{Adopted, Engine, EngineError, Relay, kerr};
 use crate::cookies::groups::Groups;
-use crate::cookies::membership::{self, Seen};
+use crate::cookies::membership::{self, Live, Seen};
 use crate::error::Chain;
 use crate::host::cgroup;
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
-use crate::store::{Store, Txn};
+use crate::store::{Member, Store, Txn};
 use crate::values::{Cookie, Pid};
 
 /// A process given (or, in a dry run, to be given) the group's cookie.
@@ -255,10 +255,33 @@ pub fn reconcile_groups<K: CoreSched>(
     groups: Option<&std::collections::BTreeSet<String>>,
 ) -> Result<ReconcileReport, EngineError> {
     let members = store.all_members()?;
+    let (mut reports, live) = check_members(&members, kernel, proc)?;
+    let walk = Walk {
+        kernel,
+        proc,
+        relay: Relay::new(kernel, proc),
+        cgroup_root,
+        dry_run,
+        live: &live,
+        me: std::process::id() as Pid,
+    };
+    for l in live.iter().filter(|l| groups.is_none_or(|g| g.contains(&l.member.group))) {
+        let r = reports.iter_mut().find(|r| r.id == l.member.container_id).expect("every member has a report");
+        walk.member(l, r)?;
+    }
+    Ok(ReconcileReport { dry_run, converged: Vec::new(), members: reports })
+}
+
+/// Pass 1 of [`reconcile_groups`]: which members are alive, and the cookie on each init; a report
+/// for every member, and the live ones holding a cookie.
+fn check_members<'m, K: CoreSched>(
+    members: &'m [Member],
+    kernel: &K,
+    proc: &ProcFs,
+) -> Result<(Vec<MemberReport>, Vec<Live<'m>>), EngineError> {
     let mut reports = Vec::with_capacity(members.len());
     let mut live = Vec::new();
-    // Pass 1: which members are alive, and the cookie on each init.
-    for seen in membership::live_members(proc, kernel, &members) {
+    for seen in membership::live_members(proc, kernel, members) {
         let m = match &seen {
             Seen::Live(l) => l.member,
             Seen::Gone(m, _) | Seen::Unreadable(m, _) | Seen::CookieUnreadable(m, _) => *m,
@@ -298,34 +321,64 @@ pub fn reconcile_groups<K: CoreSched>(
         reports.push(r);
     }
 
-    let relay = Relay::new(kernel, proc);
-    let me = std::process::id() as Pid;
-    // Pass 2: walk each live member's cgroup.
-    for l in live.iter().filter(|l| groups.is_none_or(|g| g.contains(&l.member.group))) {
-        let m = l.member;
-        let r = reports.iter_mut().find(|r| r.id == m.container_id).expect("every member has a report");
-        let Some((key, dir)) = l.key.as_deref().and_then(|k| Some((k, cgroup::dir(cgroup_root, k)?))) else {
+    Ok((reports, live))
+}
+
+/// Pass 2 of [`reconcile_groups`]: the walk of each live member's cgroup.
+struct Walk<'a, 'm, K: CoreSched> {
+    kernel: &'a K,
+    proc: &'a ProcFs,
+    relay: Relay<'a, K>,
+    cgroup_root: &'a Path,
+    dry_run: bool,
+    /// Every live member holding a cookie: who owns which process.
+    live: &'a [Live<'m>],
+    /// This process, never touched.
+    me: Pid,
+}
+
+/// A process given `cookie`, which held `old`.
+fn fixed(task: &TaskId, old: Cookie, cookie: Cookie) -> Fixed {
+    Fixed { pid: task.pid, old_cookie: CookieHex(old).to_string(), new_cookie: CookieHex(cookie).to_string() }
+}
+
+impl<K: CoreSched> Walk<'_, '_, K> {
+    /// Walks live member `l`'s cgroup into its report `r`: the processes it owns off its init's
+    /// cookie, given it (listed only, in a dry run).
+    fn member(&self, l: &Live<'_>, r: &mut MemberReport) -> Result<(), EngineError> {
+        let Some((key, dir)) = l.key.as_deref().and_then(|k| Some((k, cgroup::dir(self.cgroup_root, k)?))) else {
             r.status = MemberStatus::NoCgroup;
-            continue;
+            return Ok(());
         };
-        if membership::shared(key, &live) {
+        if membership::shared(key, self.live) {
             r.status = MemberStatus::SharedCgroup;
-            continue;
+            return Ok(());
         }
         let pids = match cgroup::procs(&dir) {
             Ok(p) => p,
             Err(e) => {
                 r.status = MemberStatus::Failed;
                 r.errors.push(format!("failed to list the processes of {}: {e}", dir.display()));
-                continue;
+                return Ok(());
             }
         };
-        let mut todo: Vec<(TaskId, Cookie)> = Vec::new();
+        let todo = self.strays(l, pids, r);
+        if self.dry_run || todo.is_empty() {
+            r.fixed = todo.iter().map(|(t, old)| fixed(t, *old, l.cookie)).collect();
+            return Ok(());
+        }
+        self.adopt(l, &todo, r)
+    }
+
+    /// The processes among `pids` that `l` owns ([`membership::owner`]) and whose cookie is not
+    /// its init's, with the cookie each holds.
+    fn strays(&self, l: &Live<'_>, pids: Vec<Pid>, r: &mut MemberReport) -> Vec<(TaskId, Cookie)> {
+        let mut todo = Vec::new();
         for pid in pids {
-            if pid <= 1 || pid == me {
+            if pid <= 1 || pid == self.me {
                 continue;
             }
-            let pid_cg = match proc.cgroup(pid) {
+            let pid_cg = match self.proc.cgroup(pid) {
                 Ok(Some(c)) => c,
                 Ok(None) => continue, // exited
                 Err(e) => {
@@ -333,11 +386,13 @@ pub fn reconcile_groups<K: CoreSched>(
                     continue;
                 }
             };
-            if membership::owner(&pid_cg, membership::candidates(&live)).is_none_or(|o| o.member.group != m.group) {
+            if membership::owner(&pid_cg, membership::candidates(self.live))
+                .is_none_or(|o| o.member.group != l.member.group)
+            {
                 continue;
             }
             r.processes += 1;
-            let task = match proc.task(pid) {
+            let task = match self.proc.task(pid) {
                 Ok(Some(t)) => t,
                 Ok(None) => continue,
                 Err(e) => {
@@ -345,27 +400,23 @@ pub fn reconcile_groups<K: CoreSched>(
                     continue;
                 }
             };
-            match kernel.get(pid) {
+            match self.kernel.get(pid) {
                 Ok(c) if c == l.cookie => {}
                 Ok(c) => todo.push((task, c)),
                 Err(KernelError::NoSuchProcess(_)) => {}
                 Err(e) => r.errors.push(format!("failed to read the cookie of pid {pid}: {e}")),
             }
         }
-        let fixed = |task: &TaskId, old: Cookie| Fixed {
-            pid: task.pid,
-            old_cookie: CookieHex(old).to_string(),
-            new_cookie: CookieHex(l.cookie).to_string(),
-        };
-        if dry_run || todo.is_empty() {
-            r.fixed = todo.iter().map(|(t, old)| fixed(t, *old)).collect();
-            continue;
-        }
-        let src = m.init();
+        todo
+    }
+
+    /// Gives each process of `todo` the cookie of `l`'s init through a verified relay thread.
+    fn adopt(&self, l: &Live<'_>, todo: &[(TaskId, Cookie)], r: &mut MemberReport) -> Result<(), EngineError> {
+        let m = l.member;
         let targets: Vec<TaskId> = todo.iter().map(|(t, _)| *t).collect();
-        match relay.adopt(src, l.cookie, &targets) {
+        match self.relay.adopt(m.init(), l.cookie, &targets) {
             Ok(results) => {
-                for (a, (task, old)) in results.into_iter().zip(&todo) {
+                for (a, (task, old)) in results.into_iter().zip(todo) {
                     match a.result {
                         Adopted::Done => {
                             log::info!(
@@ -376,7 +427,7 @@ pub fn reconcile_groups<K: CoreSched>(
                                 CookieHex(l.cookie),
                                 CookieHex(*old)
                             );
-                            r.fixed.push(fixed(task, *old));
+                            r.fixed.push(fixed(task, *old, l.cookie));
                         }
                         Adopted::Exited => r.exited.push(task.pid),
                         Adopted::Failed(e) => r.errors.push(Chain(&e).to_string()),
@@ -389,8 +440,8 @@ pub fn reconcile_groups<K: CoreSched>(
             }
             Err(e) => r.errors.push(Chain(&e).to_string()),
         }
+        Ok(())
     }
-    Ok(ReconcileReport { dry_run, converged: Vec::new(), members: reports })
 }
 
 #[cfg(test)]
