@@ -58,6 +58,8 @@ struct Group {
 #[derive(Debug, Clone, Default)]
 pub struct Groups {
     groups: BTreeMap<String, Group>,
+    /// Each group's cookie and the group owning it ([`Groups::owner_of`]), indexed once.
+    owners: BTreeMap<Cookie, String>,
 }
 
 impl Groups {
@@ -72,7 +74,15 @@ impl Groups {
             }
             g.members.push((m.container_id.clone(), m.pid, cookie));
         }
-        Self { groups }
+        let mut owners: BTreeMap<Cookie, (i64, &str)> = BTreeMap::new();
+        for (key, h) in groups.iter().filter_map(|(k, g)| Some((k.as_str(), g.source.as_ref()?))) {
+            let owner = owners.entry(h.cookie).or_insert((h.seq, key));
+            if (h.seq, key) < *owner {
+                *owner = (h.seq, key);
+            }
+        }
+        let owners = owners.into_iter().map(|(c, (_, k))| (c, k.to_string())).collect();
+        Self { groups, owners }
     }
 
     /// The oldest live member of `group` holding a cookie.
@@ -111,12 +121,7 @@ impl Groups {
     /// The group that owns `cookie`: of the groups whose cookie it is, the one whose oldest holder
     /// joined first. `None` for 0 and for a cookie no group has.
     pub fn owner_of(&self, cookie: Cookie) -> Option<&str> {
-        self.groups
-            .iter()
-            .filter_map(|(k, g)| Some((g.source.as_ref()?, k)))
-            .filter(|(h, _)| h.cookie == cookie && cookie != 0)
-            .min_by_key(|(h, k)| (h.seq, *k))
-            .map(|(_, k)| k.as_str())
+        self.owners.get(&cookie).map(String::as_str)
     }
 
     /// The older group whose cookie `group` holds as its own, when another group owns it.
