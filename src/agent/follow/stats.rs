@@ -107,6 +107,12 @@ pub const OTHER_FAMILIES: [&str; 4] = [
     "oci_coresched_hook_sched_ext_refusals_total",
 ];
 
+/// A counter family of one sample under the follower's prefix.
+fn counter(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], v: u64) {
+    family(out, &format!("{PREFIX}{name}"), "counter", help);
+    sample(out, &format!("{PREFIX}{name}"), labels, v as f64);
+}
+
 impl Stats {
     /// Records the window of one process fixed on an event: from the event to the GET that
     /// showed the cookie.
@@ -120,131 +126,144 @@ impl Stats {
     /// Prometheus text, exposition format 0.0.4.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        self.render_events(&mut out);
+        self.render_repairs(&mut out);
+        self.render_audit(&mut out);
+        self.render_window(&mut out);
+        out.push_str(&crate::ops::metrics::render_refusals(self.sched_ext_refusals));
+        out
+    }
+
+    /// The event source: whether events arrive, how many of each kind, how many were lost.
+    fn render_events(&self, out: &mut String) {
         let p = PREFIX;
-        let counter = |out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], v: u64| {
-            family(out, &format!("{p}{name}"), "counter", help);
-            sample(out, &format!("{p}{name}"), labels, v as f64);
-        };
         family(
-            &mut out,
+            out,
             &format!("{p}events_enabled"),
             "gauge",
             "1 while process events arrive, 0 when only the sweep runs.",
         );
-        sample(&mut out, &format!("{p}events_enabled"), &[], if self.events_enabled { 1.0 } else { 0.0 });
-        family(&mut out, &format!("{p}events_total"), "counter", "Process events seen, by kind.");
-        sample(&mut out, &format!("{p}events_total"), &[("kind", "fork")], self.forks as f64);
-        sample(&mut out, &format!("{p}events_total"), &[("kind", "exec")], self.execs as f64);
+        sample(out, &format!("{p}events_enabled"), &[], if self.events_enabled { 1.0 } else { 0.0 });
+        family(out, &format!("{p}events_total"), "counter", "Process events seen, by kind.");
+        sample(out, &format!("{p}events_total"), &[("kind", "fork")], self.forks as f64);
+        sample(out, &format!("{p}events_total"), &[("kind", "exec")], self.execs as f64);
         counter(
-            &mut out,
+            out,
             "events_lost_total",
             "Times the kernel dropped process events (socket overflow); each is followed by a sweep.",
             &[],
             self.lost,
         );
+    }
+
+    /// What the follower fixed, skipped and swept.
+    fn render_repairs(&self, out: &mut String) {
+        let p = PREFIX;
         family(
-            &mut out,
+            out,
             &format!("{p}processes_fixed_total"),
             "counter",
             "Processes given their group's cookie, by what found them.",
         );
-        sample(&mut out, &format!("{p}processes_fixed_total"), &[("via", "event")], self.fixed_event as f64);
-        sample(&mut out, &format!("{p}processes_fixed_total"), &[("via", "sweep")], self.fixed_sweep as f64);
+        sample(out, &format!("{p}processes_fixed_total"), &[("via", "event")], self.fixed_event as f64);
+        sample(out, &format!("{p}processes_fixed_total"), &[("via", "sweep")], self.fixed_sweep as f64);
         counter(
-            &mut out,
+            out,
             "processes_already_total",
             "Events for processes of member cgroups that already had their cookie.",
             &[],
             self.already,
         );
-        counter(&mut out, "fix_failures_total", "Processes that could not be given their cookie.", &[], self.failures);
-        counter(&mut out, "sweeps_total", "Full reconcile sweeps run.", &[], self.sweeps);
+        counter(out, "fix_failures_total", "Processes that could not be given their cookie.", &[], self.failures);
+        counter(out, "sweeps_total", "Full reconcile sweeps run.", &[], self.sweeps);
         counter(
-            &mut out,
+            out,
             "idle_restored_total",
             "Times a sched_idle member's cpu.idle was found reset (by its runtime or systemd) and set to 1 again.",
             &[],
             self.idle_restored,
         );
         counter(
-            &mut out,
+            out,
             "storm_forks_skipped_total",
             "Forks of a parent storming outside every member cgroup whose child was not read (one in 16 is).",
             &[],
             self.storm_skipped,
         );
         counter(
-            &mut out,
+            out,
             "group_sweeps_total",
             "Sweeps of the groups whose cookie or members changed in the cache, run when the view is rebuilt.",
             &[],
             self.group_sweeps,
         );
         counter(
-            &mut out,
+            out,
             "members_removed_total",
             "Cached members removed because their init exited (dead, or its pid reused).",
             &[],
             self.members_removed,
         );
-        counter(&mut out, "sweep_failures_total", "Sweeps that failed.", &[], self.sweep_failures);
+        counter(out, "sweep_failures_total", "Sweeps that failed.", &[], self.sweep_failures);
         counter(
-            &mut out,
+            out,
             "view_refreshes_total",
             "Times the in-memory view was rebuilt from the cache.",
             &[],
             self.refreshes,
         );
+    }
+
+    /// The last audit and the escape scans.
+    fn render_audit(&self, out: &mut String) {
         let [violations, up, escaped, _refusals] = OTHER_FAMILIES;
         family(
-            &mut out,
+            out,
             violations,
             "gauge",
             "Threads off their cookie at the last sweep's audit (oci-coresched-hook audit); NaN when it could not run.",
         );
-        sample(&mut out, violations, &[], self.audit_violations.map_or(f64::NAN, |v| v as f64));
-        family(&mut out, up, "gauge", "1 when the last sweep's audit ran, 0 when it could not (or none ran yet).");
-        sample(&mut out, up, &[], if self.audit_violations.is_some() { 1.0 } else { 0.0 });
+        sample(out, violations, &[], self.audit_violations.map_or(f64::NAN, |v| v as f64));
+        family(out, up, "gauge", "1 when the last sweep's audit ran, 0 when it could not (or none ran yet).");
+        sample(out, up, &[], if self.audit_violations.is_some() { 1.0 } else { 0.0 });
         family(
-            &mut out,
+            out,
             escaped,
             "gauge",
             "Running containers whose hook failed open (cookie 0 where their policy gives one), not yet healed.",
         );
-        sample(&mut out, escaped, &[], self.escaped as f64);
-        counter(&mut out, "escape_scans_total", "Scans for escaped containers run.", &[], self.escape_scans);
+        sample(out, escaped, &[], self.escaped as f64);
+        counter(out, "escape_scans_total", "Scans for escaped containers run.", &[], self.escape_scans);
         counter(
-            &mut out,
+            out,
             "escapes_healed_total",
             "Escaped containers given their group's cookie by the follower.",
             &[],
             self.healed,
         );
-        counter(&mut out, "heal_failures_total", "Heals of escaped containers that failed.", &[], self.heal_failures);
-        family(&mut out, &format!("{p}members"), "gauge", "Live members with a cookie in the follower's view.");
-        sample(&mut out, &format!("{p}members"), &[], self.members as f64);
+        counter(out, "heal_failures_total", "Heals of escaped containers that failed.", &[], self.heal_failures);
+    }
+
+    /// The view's size, the event-to-cookie window and the follower's own CPU time.
+    fn render_window(&self, out: &mut String) {
+        let p = PREFIX;
+        family(out, &format!("{p}members"), "gauge", "Live members with a cookie in the follower's view.");
+        sample(out, &format!("{p}members"), &[], self.members as f64);
         let h = format!("{p}window_seconds");
-        family(
-            &mut out,
-            &h,
-            "histogram",
-            "From a process event to the GET that showed the process its group's cookie.",
-        );
+        family(out, &h, "histogram", "From a process event to the GET that showed the process its group's cookie.");
         let mut cum = 0;
         for (b, c) in WINDOW_BUCKETS.iter().zip(self.window_counts) {
             cum += c;
-            sample(&mut out, &format!("{h}_bucket"), &[("le", &b.to_string())], cum as f64);
+            sample(out, &format!("{h}_bucket"), &[("le", &b.to_string())], cum as f64);
         }
         cum += self.window_counts[WINDOW_BUCKETS.len()];
-        sample(&mut out, &format!("{h}_bucket"), &[("le", "+Inf")], cum as f64);
-        sample(&mut out, &format!("{h}_sum"), &[], self.window_sum);
-        sample(&mut out, &format!("{h}_count"), &[], cum as f64);
-        family(&mut out, &format!("{p}window_max_seconds"), "gauge", "The longest window since the follower started.");
-        sample(&mut out, &format!("{p}window_max_seconds"), &[], self.window_max);
-        family(&mut out, &format!("{p}cpu_seconds_total"), "counter", "CPU time (user + system) the follower used.");
-        sample(&mut out, &format!("{p}cpu_seconds_total"), &[], self.cpu_seconds);
-        out.push_str(&crate::ops::metrics::render_refusals(self.sched_ext_refusals));
-        out
+        sample(out, &format!("{h}_bucket"), &[("le", "+Inf")], cum as f64);
+        sample(out, &format!("{h}_sum"), &[], self.window_sum);
+        sample(out, &format!("{h}_count"), &[], cum as f64);
+        family(out, &format!("{p}window_max_seconds"), "gauge", "The longest window since the follower started.");
+        sample(out, &format!("{p}window_max_seconds"), &[], self.window_max);
+        family(out, &format!("{p}cpu_seconds_total"), "counter", "CPU time (user + system) the follower used.");
+        sample(out, &format!("{p}cpu_seconds_total"), &[], self.cpu_seconds);
     }
 }
 

@@ -92,8 +92,43 @@ pub fn facts<K>(node: &Node<'_, K>, agents: &Agents) -> Vec<Fact> {
     };
     let podman = setting("podman", wiring::podman_hooks_dirs(root), &mut detail);
     let crio = setting("CRI-O", wiring::crio_hooks_dirs(root), &mut detail);
+    let (hooks_d, good_dirs) = hooks_d_fact(node, &podman, &crio, detail);
+    let covered = |setting: &Option<HooksDirSetting>| reads(setting).iter().any(|d| good_dirs.contains(d));
+    let mut routes = Vec::new();
+    let mut uncovered = Vec::new();
+    if engines.podman || (!engines.crio && covered(&podman)) {
+        if covered(&podman) {
+            routes.push("podman (hooks.d)".to_string());
+        } else if engines.podman {
+            uncovered.push("podman");
+        }
+    }
+    if engines.crio {
+        if covered(&crio) || agents.nri_running() {
+            routes.push(if covered(&crio) { "CRI-O (hooks.d)" } else { "CRI-O (NRI plugin)" }.to_string());
+        } else {
+            uncovered.push("CRI-O");
+        }
+    }
+    let containerd = containerd_fact(node, &engines, agents, &mut routes);
+    if containerd.level == Level::Fail {
+        uncovered.push("containerd");
+    }
+    let route = routes_fact(routes, uncovered, !good_dirs.is_empty(), agents);
+    vec![hooks_d, containerd, route]
+}
+
+/// The hooks.d fact: every hooks.d file of this hook in the default directories and in podman's
+/// and CRI-O's configured ones, each judged; with the directories whose file runs this binary.
+fn hooks_d_fact<K>(
+    node: &Node<'_, K>,
+    podman: &Option<HooksDirSetting>,
+    crio: &Option<HooksDirSetting>,
+    mut detail: Vec<String>,
+) -> (Fact, Vec<PathBuf>) {
+    let root = node.host_root;
     let mut dirs: Vec<PathBuf> = HOOKS_DIRS.iter().map(PathBuf::from).collect();
-    for d in reads(&podman).into_iter().chain(reads(&crio)) {
+    for d in reads(podman).into_iter().chain(reads(crio)) {
         if !dirs.contains(&d) {
             dirs.push(d);
         }
@@ -128,35 +163,18 @@ pub fn facts<K>(node: &Node<'_, K>, agents: &Agents) -> Vec<Fact> {
         Some((l, line)) => Fact { isolation: *l != Level::Fail, ..Fact::new("hooks.d", *l, line.clone()) },
     }
     .with_detail(detail);
+    (hooks_d, good_dirs)
+}
 
-    let covered = |setting: &Option<HooksDirSetting>| reads(setting).iter().any(|d| good_dirs.contains(d));
-    let mut routes = Vec::new();
-    let mut uncovered = Vec::new();
-    if engines.podman || (!engines.crio && covered(&podman)) {
-        if covered(&podman) {
-            routes.push("podman (hooks.d)".to_string());
-        } else if engines.podman {
-            uncovered.push("podman");
-        }
-    }
-    if engines.crio {
-        if covered(&crio) || agents.nri_running() {
-            routes.push(if covered(&crio) { "CRI-O (hooks.d)" } else { "CRI-O (NRI plugin)" }.to_string());
-        } else {
-            uncovered.push("CRI-O");
-        }
-    }
-    let containerd = containerd_fact(node, &engines, agents, &mut routes);
-    if containerd.level == Level::Fail {
-        uncovered.push("containerd");
-    }
-    if routes.is_empty() && !good_dirs.is_empty() {
+/// The routes fact: which engines run the hook and from where, and which run containers without it.
+fn routes_fact(mut routes: Vec<String>, uncovered: Vec<&str>, any_good_dir: bool, agents: &Agents) -> Fact {
+    if routes.is_empty() && any_good_dir {
         routes.push("a hooks.d file (no podman or CRI-O found)".into());
     }
     if routes.is_empty() && agents.nri_running() {
         routes.push("the NRI plugin".into());
     }
-    let route = if routes.is_empty() {
+    if routes.is_empty() {
         Fact::new(
             "routes",
             Level::Fail,
@@ -174,8 +192,7 @@ pub fn facts<K>(node: &Node<'_, K>, agents: &Agents) -> Vec<Fact> {
         )
     } else {
         Fact::new("routes", Level::Ok, format!("the hook runs from {}", routes.join(", ")))
-    };
-    vec![hooks_d, containerd, route]
+    }
 }
 
 fn display(dirs: &[PathBuf]) -> String {
