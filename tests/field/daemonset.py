@@ -20,7 +20,9 @@
 # update to the previous release's manifest and image (tests/field/previous-release.sh builds them
 # from this repository's history) and back to this release's, each with the tenants running
 # (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
-# that release's follower), `rebuild`, `doctor` in the follow container (the node isolates while the
+# that release's follower), a chart upgrade to revision 2 of the release (a config value changed:
+# the pod rolls by its checksum/config annotation) and the rollback to revision 1, with the same
+# checks, `rebuild`, `doctor` in the follow container (the node isolates while the
 # tenants run through the plugin; with SMT turned off there is nothing to isolate, both pods stay
 # ready and their pages say so), and the uninstall. Throughout, this release's DaemonSet
 # containers (`nri`, `follow`) must be at cookie 0, also when `follow` was given a cookie by hand
@@ -58,6 +60,9 @@ CONFIG_DIR = "/etc/oci-coresched-hook"
 TASKS = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
 PROBE = "/usr/bin/exec-window"
 UNINSTALL_PATCH = f"{CHECKOUT}/packaging/kubernetes/uninstall-patch.json"
+# Revision 2 of the chart's release (config.log_level=debug), rendered by scripts/helm.py on the
+# host (`make chart`); revision 1 is the MANIFEST argument.
+CHART_REVISION_2 = f"{CHECKOUT}/packaging/helm/field-revision-2.yaml"
 POD_MONITOR = f"{CHECKOUT}/packaging/kubernetes/podmonitor.yaml"
 # The node's address when the guest has no network device: on lo, where the pods bind their
 # endpoints (status.podIP of a hostNetwork pod is the node's address).
@@ -639,6 +644,29 @@ class Scenarios:
         self.roll(prev_manifest, f"rollback to {prev_image}", current=False, new_pod="r1")
         self.roll(self.manifest, f"update to {manifest_image(self.manifest)}", current=True, new_pod="n1")
 
+    def chart_upgrade(self, rev2):
+        """`helm upgrade` to revision 2 of the chart's release (a config value changed), then
+        `helm rollback` to revision 1, with the tenants running: each new pod template differs
+        from the running one by its checksum/config annotation only, so the DaemonSet rolls its
+        pod (maxUnavailable 1), whose install puts that revision's config on the node."""
+        def template(m):
+            t = json.loads(json.dumps(m.template))
+            t.get("metadata", {}).get("annotations", {}).pop("checksum/config", None)
+            return t
+
+        def checksum(m):
+            return (m.template.get("metadata", {}).get("annotations") or {}).get("checksum/config")
+
+        rev1 = self.manifest
+        cm = lambda m: m.configmaps[(m.namespace, config_map(m))]["config.toml"]  # noqa: E731
+        check("chart revision 2: its ConfigMap's config differs from revision 1's", cm(rev2) != cm(rev1), cm(rev2))
+        check("chart revision 2: its pod template's checksum/config differs from revision 1's (the DaemonSet rolls)",
+              checksum(rev1) and checksum(rev2) and checksum(rev1) != checksum(rev2), (checksum(rev1), checksum(rev2)))
+        check("chart revision 2: its pod template differs from revision 1's in checksum/config only",
+              template(rev1) == template(rev2))
+        self.roll(rev2, "chart upgrade to revision 2 (config.log_level=debug)", current=True, new_pod="h2")
+        self.roll(rev1, "chart rollback to revision 1", current=True, new_pod="h1")
+
     def roll(self, manifest, what, current, new_pod):
         before = {n: self.tcookie(n) for n in self.ctrs}
         old_image = manifest_image(self.ds.plan.manifest)
@@ -818,6 +846,7 @@ def main():
         s.catch_up()
         s.escape()
         s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
+        s.chart_upgrade(kubelet.Manifest(CHART_REVISION_2))
         s.rebuild()
         s.node_shapes()
         s.uninstall()

@@ -169,6 +169,9 @@ fn the_manifest_is_the_default_render() {
             first.map(|i| i + 1)
         );
     }
+    // Every file `make chart` writes, the field tier's revision 2 among them, is what it would write.
+    let out = helm_py(&["check"]);
+    assert!(out.success(), "a file make chart writes is stale: {out}");
     // What the field tier and the packaging tier run: one image for every container, today's
     // containers, the Namespace and the ConfigMap.
     let objs = render(&["namespace.create=true"]);
