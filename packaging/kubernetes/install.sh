@@ -30,7 +30,10 @@
 # Environment (host paths):
 #   HOST_ROOT      where the host paths are mounted        [/host]
 #   HOOK_BIN_DIR   directory of the installed binary       [/usr/local/bin]
-#   HOOKS_DIR      install the hooks.d file into this directory only (no default, no detection)
+#   HOOKS_DIR      install the hooks.d file into this directory only (no default, no detection);
+#                  `none`: install no hooks.d file (the binary, config and state dir still are;
+#                  for nodes whose runtime reaches the hook through NRI only). Copies an earlier
+#                  install recorded stay until uninstall, which removes them
 #   CONFIG_SOURCE  config to install (a ConfigMap key); when missing, the default config is
 #                  installed only if the node has none     [/config/config.toml]
 #   PURGE          uninstall also removes /etc/oci-coresched-hook (its contents where the
@@ -75,10 +78,16 @@ clean_dir() {
 
 case $HOST_ROOT in /*) ;; *) die "HOST_ROOT must be an absolute path, not '$HOST_ROOT'" ;; esac
 HR=$(printf '%s\n' "$HOST_ROOT" | sed 's#//*#/#g; s#/$##') # "" when the host root is /
-HOOK_BIN_DIR=$(clean_dir "$HOOK_BIN_DIR") || die "HOOK_BIN_DIR must be an absolute path, not '$HOOK_BIN_DIR'"
+# (through _d: the message names the value given, not clean_dir's empty output)
+_d=$(clean_dir "$HOOK_BIN_DIR") || die "HOOK_BIN_DIR must be an absolute path, not '$HOOK_BIN_DIR'"
+HOOK_BIN_DIR=$_d
 case $HOOK_BIN_DIR in *[!A-Za-z0-9._/+-]*) die "HOOK_BIN_DIR '$HOOK_BIN_DIR' has characters other than A-Z a-z 0-9 . _ / + -" ;; esac
-if [ -n "$HOOKS_DIR" ]; then
-    HOOKS_DIR=$(clean_dir "$HOOKS_DIR") || die "HOOKS_DIR must be an absolute path, not '$HOOKS_DIR'"
+NO_HOOKS=0
+if [ "$HOOKS_DIR" = none ]; then
+    NO_HOOKS=1 HOOKS_DIR=
+elif [ -n "$HOOKS_DIR" ]; then
+    _d=$(clean_dir "$HOOKS_DIR") || die "HOOKS_DIR must be an absolute path, not '$HOOKS_DIR'"
+    HOOKS_DIR=$_d
 fi
 
 # in_list LIST DIR: LIST (lines "DIR<TAB>..." or "DIR") has DIR.
@@ -314,9 +323,9 @@ install_all() {
         ro) die "$d is read-only on this node (or mounted read-only here); for the binary, set HOOK_BIN_DIR and the host-bin volume to a writable directory such as /opt/bin; nothing was changed" ;;
         esac
     done
-    plan
-    WRITE='' RO='' UNMOUNTED=''
+    WRITE='' RO='' UNMOUNTED='' TARGETS=''
     default_ro=0
+    [ "$NO_HOOKS" = 1 ] || plan
     while IFS="$TAB" read -r d why; do
         [ -n "$d" ] || continue
         case $(dir_state "$d") in
@@ -339,7 +348,7 @@ EOF
         *) die "$DEFAULT_HOOKS_DIR is read-only and $FALLBACK_HOOKS_DIR is not writable here (mount it read-write at $HOST_ROOT$FALLBACK_HOOKS_DIR); nothing was changed" ;;
         esac
     fi
-    if [ -z "$WRITE" ]; then
+    if [ -z "$WRITE" ] && [ "$NO_HOOKS" = 0 ]; then
         die "no writable hooks.d directory: $(printf '%s' "$RO" | tr '\n' ' ')is read-only here; nothing was changed"
     fi
 
@@ -367,6 +376,11 @@ EOF
     # The hooks.d copies last; each is recorded before it is written, so uninstall finds it even
     # if this run stops half-way.
     state=$(read_state)
+    if [ "$NO_HOOKS" = 1 ]; then
+        log "installed no hooks.d file (HOOKS_DIR=none)"
+        [ -z "$state" ] ||
+            warn "hooks.d copies of an earlier install stay (uninstall removes them): $(printf '%s' "$state" | tr '\n' ' ')"
+    fi
     [ -z "$state" ] || state="$state$NL"
     while IFS= read -r d; do
         [ -n "$d" ] || continue

@@ -9,7 +9,9 @@
 //! * the schema refuses a wrong type, an unknown key, a port out of range and an unknown route,
 //!   with Helm's message;
 //! * `routes.nri: false` removes the `nri` container, its socket's volume and its PodMonitor
-//!   endpoint, and nothing else; `routes.containerdBaseSpec: true` adds the `base-spec` init
+//!   endpoint, and nothing else; `routes.hooksD: false` sets `HOOKS_DIR=none` on the `install`
+//!   container and removes its hooks.d and engine config mounts and their volumes, and nothing
+//!   else; `routes.containerdBaseSpec: true` adds the `base-spec` init
 //!   container, its volume and containerd's base spec (its hooks on the installed binary) in the
 //!   ConfigMap, and nothing else;
 //! * a config value changes the ConfigMap's line, the pod template's `checksum/config` annotation
@@ -138,6 +140,7 @@ fn chart_lints_strictly_with_every_switch() {
     for sets in [
         &[][..],
         &["routes.nri=false,routes.containerdBaseSpec=true"][..],
+        &["routes.hooksD=false"][..],
         &["podMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true,namespace.create=true"][..],
         &["config.qos.BE.sched_idle=true,config.log_file=/var/log/och.log,affinity.nodeAffinity.x=1"][..],
     ] {
@@ -219,6 +222,7 @@ fn the_schema_refuses_bad_values() {
     }
     for (set, says) in [
         ("routes.nri=maybe", "at '/routes/nri': got string, want boolean"),
+        ("routes.hooksD=no", "at '/routes/hooksD': got string, want boolean"),
         ("routes.crio=true", "at '/routes': additional properties 'crio' not allowed"),
         ("routes.containerdBaseSpec=1", "at '/routes/containerdBaseSpec': got number, want boolean"),
         ("replicas=2", "additional properties 'replicas' not allowed"),
@@ -240,7 +244,7 @@ fn the_schema_refuses_bad_values() {
         );
     }
     // The same keys with good values render.
-    render(&["routes.nri=false,ports.follow=9000,image.pullPolicy=Always,config.log_level=debug"]);
+    render(&["routes.nri=false,routes.hooksD=true,ports.follow=9000,image.pullPolicy=Always,config.log_level=debug"]);
 }
 
 /// The DaemonSet of `objs` without the parts of the NRI route: the `nri` container and the NRI
@@ -287,6 +291,68 @@ fn the_nri_route_switch_removes_exactly_its_part() {
     assert_eq!(eps.iter().map(|e| e["port"].as_str().unwrap()).collect::<Vec<_>>(), ["metrics", "nri-metrics"]);
     eps.retain(|e| e["port"] != "nri-metrics");
     assert_eq!(pm, *object(&off, "PodMonitor"));
+}
+
+/// The volumes only the hooks.d route needs: the `install` container mounts them to write the
+/// hooks.d file and to read the engines' configured hooks_dir.
+const HOOKS_D_VOLUMES: [&str; 4] = ["host-usr-share", "host-containers", "host-hooks", "host-crio"];
+
+/// The DaemonSet of `objs` as `routes.hooksD: false` should make it: `HOOKS_DIR=none` on the
+/// `install` container (after HOOK_BIN_DIR), without the hooks.d mounts and their volumes.
+fn without_hooks_d(objs: &[Value]) -> Value {
+    let mut ds = object(objs, "DaemonSet").clone();
+    let pod = &mut ds["spec"]["template"]["spec"];
+    let install = &mut pod["initContainers"][0];
+    assert_eq!(install["name"], "install");
+    let env = install["env"].as_array_mut().unwrap();
+    let at = env.iter().position(|e| e["name"] == "HOOK_BIN_DIR").unwrap() + 1;
+    assert!(env.iter().all(|e| e["name"] != "HOOKS_DIR"), "HOOKS_DIR set by default: {env:?}");
+    env.insert(at, serde_json::json!({"name": "HOOKS_DIR", "value": "none"}));
+    let mounts = install["volumeMounts"].as_array_mut().unwrap();
+    let before = mounts.len();
+    mounts.retain(|m| !HOOKS_D_VOLUMES.contains(&m["name"].as_str().unwrap()));
+    assert_eq!(mounts.len(), before - HOOKS_D_VOLUMES.len(), "install lacks a hooks.d mount");
+    let volumes = pod["volumes"].as_array_mut().unwrap();
+    let before = volumes.len();
+    volumes.retain(|v| !HOOKS_D_VOLUMES.contains(&v["name"].as_str().unwrap()));
+    assert_eq!(volumes.len(), before - HOOKS_D_VOLUMES.len(), "a hooks.d volume is missing");
+    ds
+}
+
+#[test]
+fn the_hooks_d_route_switch_removes_exactly_its_part() {
+    const T: &str = "helm::the_hooks_d_route_switch_removes_exactly_its_part";
+    if !engine(T) {
+        return;
+    }
+    let on = render(&["podMonitor.enabled=true"]);
+    let off = render(&["podMonitor.enabled=true,routes.hooksD=false"]);
+    assert_eq!(container_names(&off), ["install", "nri", "follow"]);
+    assert_eq!(
+        without_hooks_d(&on),
+        *object(&off, "DaemonSet"),
+        "routes.hooksD=false changed more than HOOKS_DIR and the hooks.d mounts and volumes"
+    );
+    assert_eq!(kinds(&on), kinds(&off));
+    for (a, b) in on.iter().zip(&off).filter(|(a, _)| a["kind"] != "DaemonSet") {
+        assert_eq!(a, b, "routes.hooksD=false changed the {}", a["kind"]);
+    }
+    // Only install mounts them, so no other container loses a mount with the volumes.
+    let pod = pod_spec(&on);
+    for c in pod["initContainers"].as_array().unwrap().iter().chain(pod["containers"].as_array().unwrap()) {
+        if c["name"] == "install" {
+            continue;
+        }
+        for m in c["volumeMounts"].as_array().unwrap() {
+            assert!(!HOOKS_D_VOLUMES.contains(&m["name"].as_str().unwrap()), "{} mounts {}", c["name"], m["name"]);
+        }
+    }
+    // What the install step still writes: the binary, the config (from the ConfigMap) and the
+    // state dir's mode.
+    let install = &pod_spec(&off)["initContainers"][0];
+    let mounts: Vec<_> =
+        install["volumeMounts"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(mounts, ["host-bin", "host-config", "state", "config"]);
 }
 
 #[test]
@@ -511,6 +577,7 @@ fn renders_pass_kubernetes_validate() {
     for (i, set) in [
         "namespace.create=true",
         "routes.nri=false,routes.containerdBaseSpec=true",
+        "routes.hooksD=false",
         "config.qos.BE.sched_idle=true,dashboard.enabled=true",
     ]
     .iter()

@@ -20,7 +20,8 @@
 #                  run with the manifest's mounts of a fake host root, writes binary, config and
 #                  the hooks.d file into the engines' default dir and every configured hooks_dir
 #                  (containers.conf, crio.conf drop-ins), falls back to /etc with one advice line
-#                  where /usr is read-only, refuses a bad config or an unmounted hooks_dir, and
+#                  where /usr is read-only, refuses a bad config or an unmounted hooks_dir, writes
+#                  no hooks.d file with HOOKS_DIR=none (also without the hooks.d mounts), and
 #                  uninstall removes every copy it installed
 #
 # A missing tool fails the run when CI is set; otherwise the section prints SKIPPED and what is
@@ -695,15 +696,19 @@ if ((BUILD_OK)) && need "installer image" "root" "podman|podman (apt-get install
             local hp
             while read -r hp _ _; do mkdir -p "$1$hp"; done <"$T/ds-mounts"
         }
-        # run_installer HOST CONFIGMAP_DIR|- [ro-usr] [-e VAR=VALUE]... ARGS...: the image with the
-        # DaemonSet's mounts of HOST; ro-usr mounts /usr/share read-only, as on a read-only /usr.
+        # run_installer HOST CONFIGMAP_DIR|- [ro-usr|no-hooks-mounts] [-e VAR=VALUE]... ARGS...: the
+        # image with the DaemonSet's mounts of HOST; ro-usr mounts /usr/share read-only, as on a
+        # read-only /usr; no-hooks-mounts leaves out the hooks.d and detection dirs, as the chart's
+        # routes.hooksD=false does.
         run_installer() {
-            local h=$1 cm=$2 vols=() envs=() hp mp mode rousr=0
+            local h=$1 cm=$2 vols=() envs=() hp mp mode rousr=0 nohooks=0
             shift 2
             [[ ${1:-} == ro-usr ]] && { rousr=1; shift; }
+            [[ ${1:-} == no-hooks-mounts ]] && { nohooks=1; shift; }
             while [[ ${1:-} == -e ]]; do envs+=(-e "$2"); shift 2; done
             while read -r hp mp mode; do
                 [[ $hp == /usr/share && $rousr == 1 ]] && mode=ro
+                [[ $nohooks == 1 && $hp =~ ^/(usr/share|etc/containers|etc/containers/oci/hooks.d|etc/crio)$ ]] && continue
                 vols+=(-v "$h$hp:$mp$([[ $mode == ro ]] && echo :ro)")
             done <"$T/ds-mounts"
             [[ $cm != - ]] && vols+=(-v "$cm:/config:ro")
@@ -872,6 +877,37 @@ EOF
             ok "HOOKS_DIR=/$EHOOKS: the only copy is there"
         else bad "HOOKS_DIR override: copies '$(copies "$H")'"; sed 's/^/       | /' "$T/inst-hd.log"; fi
         check "HOOKS_DIR: uninstall" run_installer "$H" - -e HOOKS_DIR=/$EHOOKS uninstall
+
+        # HOOKS_DIR=none (the chart's routes.hooksD=false, NRI only): the binary, the config and the
+        # state dir, no hooks.d file, though the default dir and a configured hooks_dir are mounted.
+        H=$T/host-no-hooks
+        new_host "$H"
+        mkdir -p "$H/etc/crio/crio.conf.d"
+        printf '[crio.runtime]\nhooks_dir = ["/%s"]\n' "$EHOOKS" >"$H/etc/crio/crio.conf.d/10-hooks.conf"
+        if run_installer "$H" - -e HOOKS_DIR=none install >"$T/inst-none.log" 2>&1 &&
+            [[ -z $(copies "$H") && ! -e $H/etc/oci-coresched-hook/installed-hooks-dirs ]] &&
+            [[ -z $(find "$H/$UHOOKS" "$H/$EHOOKS" -mindepth 1 2>/dev/null) ]] &&
+            cmp -s "$H/etc/oci-coresched-hook/config.toml" packaging/config.toml &&
+            "$H/usr/local/bin/$PKG" --version >/dev/null && [[ $(stat -c %a "$H/run/$PKG") == 700 ]]; then
+            ok "HOOKS_DIR=none: binary, config and state dir installed, nothing written into any hooks.d dir"
+        else bad "HOOKS_DIR=none install: copies '$(copies "$H")'"; sed 's/^/       | /' "$T/inst-none.log"; fi
+        H=$T/host-no-hooks-mounts
+        new_host "$H"
+        if run_installer "$H" - no-hooks-mounts -e HOOKS_DIR=none install >"$T/inst-none2.log" 2>&1 &&
+            [[ -x $H/usr/local/bin/$PKG && -z $(copies "$H") ]]; then
+            ok "HOOKS_DIR=none needs only the binary, config and state dir mounts (routes.hooksD=false)"
+        else bad "HOOKS_DIR=none without the hooks.d mounts"; sed 's/^/       | /' "$T/inst-none2.log"; fi
+        check "HOOKS_DIR=none: uninstall" run_installer "$H" - no-hooks-mounts -e HOOKS_DIR=none uninstall
+        [[ ! -e $H/usr/local/bin/$PKG ]] && ok "HOOKS_DIR=none: uninstall removed the binary" || bad "HOOKS_DIR=none: binary left after uninstall"
+        H=$T/host-bad-hooks-dir
+        new_host "$H"
+        if run_installer "$H" - -e HOOKS_DIR=None install >"$T/inst-bad-hd.log" 2>&1; then
+            bad "installer accepted HOOKS_DIR=None"
+        else
+            grep -q "HOOKS_DIR must be an absolute path, not 'None'" "$T/inst-bad-hd.log" && [[ ! -e $H/usr/local/bin/$PKG ]] &&
+                ok "HOOKS_DIR=None (neither none nor an absolute path) refused, nothing installed" ||
+                { bad "HOOKS_DIR=None: wrong message or something installed"; sed 's/^/       | /' "$T/inst-bad-hd.log"; }
+        fi
         size=$(podman_ image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null)
         ok "image $IMAGE: $((size / 1024)) KiB, FROM scratch"
     fi
