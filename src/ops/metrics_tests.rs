@@ -85,7 +85,7 @@ print(json.dumps(out))
     if !have {
         crate::test_skip::skip(
             "metrics: the Prometheus parser check",
-            "python3 with prometheus_client not installed (pip install prometheus-client)",
+            "python3 with prometheus_client not installed (scripts/test-all.sh puts it in its venv: scripts/requirements-test.txt)",
         );
         return None;
     }
