@@ -373,8 +373,10 @@ pub fn run<K: CoreSched, E: std::fmt::Display>(
     let mut l = Loop::start(opts, kernel, proc, board, endpoint.is_some());
     while !crate::agent::signals::stopping() {
         l.look();
-        l.sweep_if_due(&mut sweep);
+        // The escape scan before the sweep: a turn that heals a container audits after the heal
+        // (heal_if_due makes the sweep due), so no page counts a heal beside an audit from before it.
         l.heal_if_due(&mut heal);
+        l.sweep_if_due(&mut sweep);
         l.idle_if_due();
         l.metrics_if_due(&mut render);
         if l.wait() {
