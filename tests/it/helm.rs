@@ -54,8 +54,13 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(repo(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
 }
 
-/// Whether `python3` imports the engine; probed once.
-fn engine(test: &str) -> bool {
+/// The running test's name (libtest names each test's thread after it).
+fn this_test() -> String {
+    std::thread::current().name().unwrap_or("helm").to_string()
+}
+
+/// Whether `python3` imports the engine (probed once); when not, the running test says so.
+fn engine() -> bool {
     static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
     let probe = PROBE.get_or_init(|| {
         if which("python3").is_none() {
@@ -69,7 +74,7 @@ fn engine(test: &str) -> bool {
     match probe {
         Ok(()) => true,
         Err(why) => {
-            skip(test, &format!("{MISSING}: {why}"));
+            skip(&this_test(), &format!("{MISSING}: {why}"));
             false
         }
     }
@@ -133,8 +138,7 @@ fn yaml_file(rel: &str) -> Value {
 
 #[test]
 fn chart_lints_strictly_with_every_switch() {
-    const T: &str = "helm::chart_lints_strictly_with_every_switch";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     for sets in [
@@ -158,8 +162,7 @@ fn chart_lints_strictly_with_every_switch() {
 
 #[test]
 fn the_manifest_is_the_default_render() {
-    const T: &str = "helm::the_manifest_is_the_default_render";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let out = helm_py(&["manifest"]);
@@ -216,8 +219,7 @@ fn the_chart_version_is_the_crate_version() {
 
 #[test]
 fn the_schema_refuses_bad_values() {
-    const T: &str = "helm::the_schema_refuses_bad_values";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     for (set, says) in [
@@ -265,8 +267,7 @@ fn without_nri(objs: &[Value]) -> Value {
 
 #[test]
 fn the_nri_route_switch_removes_exactly_its_part() {
-    const T: &str = "helm::the_nri_route_switch_removes_exactly_its_part";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let on = render(&["podMonitor.enabled=true"]);
@@ -321,8 +322,7 @@ fn without_hooks_d(objs: &[Value]) -> Value {
 
 #[test]
 fn the_hooks_d_route_switch_removes_exactly_its_part() {
-    const T: &str = "helm::the_hooks_d_route_switch_removes_exactly_its_part";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let on = render(&["podMonitor.enabled=true"]);
@@ -357,8 +357,7 @@ fn the_hooks_d_route_switch_removes_exactly_its_part() {
 
 #[test]
 fn the_base_spec_route_switch_adds_exactly_its_part() {
-    const T: &str = "helm::the_base_spec_route_switch_adds_exactly_its_part";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let off = render(&[]);
@@ -419,8 +418,7 @@ fn the_base_spec_route_switch_adds_exactly_its_part() {
 
 #[test]
 fn a_config_change_rolls_the_pods_and_changes_nothing_else() {
-    const T: &str = "helm::a_config_change_rolls_the_pods_and_changes_nothing_else";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let before = render(&[]);
@@ -477,8 +475,7 @@ fn tempfile_dir(tag: &str) -> PathBuf {
 
 #[test]
 fn ports_image_and_placement_are_set_once() {
-    const T: &str = "helm::ports_image_and_placement_are_set_once";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let objs = render(&[
@@ -511,8 +508,7 @@ fn ports_image_and_placement_are_set_once() {
 
 #[test]
 fn the_optional_monitoring_objects_render() {
-    const T: &str = "helm::the_optional_monitoring_objects_render";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     let base = render(&[]);
@@ -563,12 +559,11 @@ fn the_optional_monitoring_objects_render() {
 
 #[test]
 fn renders_pass_kubernetes_validate() {
-    const T: &str = "helm::renders_pass_kubernetes_validate";
-    if !engine(T) {
+    if !engine() {
         return;
     }
     if which("kubernetes-validate").is_none() {
-        skip(T, "kubernetes-validate not installed (pip install kubernetes-validate into the venv)");
+        skip(&this_test(), "kubernetes-validate not installed (pip install kubernetes-validate into the venv)");
         return;
     }
     let dir = tempfile_dir("helm-validate");
