@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs every test tier of oci-coresched-hook:
-#   1. lints (rustfmt, clippy, pyflakes) 2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
+#   1. lints (rustfmt, clippy, rustdoc, pyflakes) 2. cargo test: unit, fake-kernel scenarios, real runc/crun/podman
 #   3. packaging (tests/packaging/run.sh): .deb/.rpm/image, install, podman through the installed hook;
 #      then tests/it/release_binary.rs over the packaged binary (no fake kernel or fault points in it)
 #   4. the real-kernel VM tier (tests/vm/tier.sh): the same scenarios on CONFIG_SCHED_CORE, e2e with runc
@@ -62,6 +62,8 @@ log "rustfmt"
 cargo fmt --check
 log "clippy"
 cargo clippy --locked --all-targets --all-features -- -D warnings
+log "rustdoc (the modules' own docs, private items included: every link resolves)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --all-features --document-private-items
 log "pyflakes (the Python the test tiers run)"
 find tests benches scripts -name '*.py' -print0 | xargs -0 pyflakes3
 

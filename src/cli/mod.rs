@@ -223,7 +223,7 @@ fn run_hook(
 }
 
 /// Runs an operator command in the state dir that `--state-dir` names or
-/// [`state_dir::choice::choose`] picks (the hook's rule, so that a rootless user finds the cache
+/// [`choose`](crate::host::state_dir::choice::choose) picks (the hook's rule, so that a rootless user finds the cache
 /// their containers' hooks wrote).
 fn in_state_dir(cli: &Cli, f: impl FnOnce(&Path) -> anyhow::Result<()>) -> ExitCode {
     finish(choice::choose(cli.state_dir.as_deref(), &ThisProcess).map_err(anyhow::Error::from).and_then(|d| f(&d)))

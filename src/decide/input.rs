@@ -1,5 +1,5 @@
 //! The decision's input ([`ContainerInput`]), built one way from each place that describes a
-//! container, for [`policy::decide`]:
+//! container, for [`super::policy::decide`]:
 //!
 //! - **an OCI state** ([`ContainerInput::from_state`]): what the runtime hands the hook, completed
 //!   by the bundle's `config.json` (annotations the state lacks, `linux.cgroupsPath`);

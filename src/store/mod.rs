@@ -3,7 +3,7 @@
 //! The kernel is the truth and this file a cache of it. A damaged, truncated or foreign database
 //! is moved aside (kept for inspection, never deleted) and a fresh one is created; a cache of a
 //! newer build's format is left exactly as it is ([`StoreError::Unusable`]); a cache of an older
-//! build is upgraded in place ([`format`] says what each version writes). The file lives on
+//! build is upgraded in place ([`format`](mod@format) says what each version writes). The file lives on
 //! tmpfs, is guarded by our own flock and can be rebuilt, so durability is chosen for speed (see
 //! [`Store::open`]).
 //!
@@ -124,7 +124,7 @@ pub struct Member {
 
 impl Member {
     /// A member with no cookie, no cgroup, namespace or pod labels, and no join order or times
-    /// yet (the cache assigns those on [`Store::upsert_member`]). Set the rest with struct update
+    /// yet (the cache assigns those on [`Txn::upsert_member`]). Set the rest with struct update
     /// syntax: `Member { cookie, labels, ..Member::new(id, group, pid, start_time) }`.
     pub fn new(container_id: impl Into<String>, group: impl Into<String>, pid: Pid, start_time: u64) -> Self {
         Self {
@@ -206,7 +206,7 @@ impl std::ops::Deref for Txn<'_> {
 /// How [`Store::open`] found the file: anything but [`Found::Current`] means the cache may lack
 /// containers that run (a new file, one an older build wrote, one that replaced a damaged file,
 /// or one whose refill no opener could finish yet), which the caller refills from the runtimes'
-/// state ([`crate::session`]) and then marks with [`Store::refilled`].
+/// state ([`crate::session`]) and then marks with [`Txn::refilled`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     /// Ours, at this binary's format and revision (or a newer revision of its format).

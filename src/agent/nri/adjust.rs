@@ -5,7 +5,7 @@
 //! mounts, environment, devices or resources. The annotations are
 //! [`crate::decide::input::pod_annotations`]: the pod's identity from NRI's pod metadata (never from an
 //! annotation) and the grouping keys, the container's value over the pod's. The catch-up decides
-//! a running container over the very same annotations ([`crate::decide::input::ContainerInput::from_pod`]),
+//! a running container over the very same annotations ([`crate::decide::policy::ContainerInput::from_pod`]),
 //! so a container is decided alike whether the injected hook or the catch-up gives it its cookie.
 //!
 //! A pod's sandbox (pause) container gets no adjustment, should a runtime ever send one.
