@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::error::FailureReason;
 
 #[path = "format_tests.rs"]
 mod format_tests;
