@@ -11,6 +11,9 @@
 //!   ([`Groups::off`]) are what a converge moves.
 //! - **Which group owns a cookie** ([`Groups::owner_of`]): the group whose oldest holder joined
 //!   first; a younger group holding the same cookie holds another group's ([`Groups::borrowed`]).
+//! - **Who holds a cookie** ([`Groups::holding`]): the groups whose live members hold it, and how
+//!   many in each; rebuild moves a container whose group is a guess to the one group that holds
+//!   its cookie ([`crate::session::rebuild`]).
 //! - **A pod's cleared shim** is recorded in a group of its own ([`cleared_shim_group`],
 //!   recognised by [`is_cleared_shim`]) that never has a cookie: its members are left out.
 
@@ -128,6 +131,21 @@ impl Groups {
     pub fn borrowed(&self, group: &str) -> Option<&str> {
         let cookie = self.cookie(group)?;
         self.owner_of(cookie).filter(|owner| *owner != group)
+    }
+
+    /// The groups whose live members hold `cookie`, with how many of them do (none for 0).
+    pub fn holding(&self, cookie: Cookie) -> BTreeMap<&str, usize> {
+        let mut out = BTreeMap::new();
+        if cookie == 0 {
+            return out;
+        }
+        for (key, g) in &self.groups {
+            let n = g.members.iter().filter(|m| m.2 == cookie).count();
+            if n > 0 {
+                out.insert(key.as_str(), n);
+            }
+        }
+        out
     }
 
     /// How many groups have a cookie.

@@ -61,3 +61,18 @@ fn a_cleared_shim_is_named_and_recognised_in_one_place_and_has_no_cookie() {
     assert_eq!(groups.cookie(&name), None);
     assert_eq!(groups.owner_of(7), None);
 }
+
+#[test]
+fn the_groups_holding_a_cookie_are_counted_and_zero_is_held_by_none() {
+    let ms = [
+        member("a", "g", 10, 1),
+        member("b", "g", 11, 2),
+        member("c", "h", 12, 3),
+        member("d", "h", 13, 4),
+        member("e", &cleared_shim_group("s1"), 14, 5),
+    ];
+    let groups = Groups::new([(&ms[0], 7), (&ms[1], 7), (&ms[2], 7), (&ms[3], 0), (&ms[4], 7)]);
+    assert_eq!(groups.holding(7), BTreeMap::from([("g", 2), ("h", 1)]), "a cleared shim's group never counts");
+    assert!(groups.holding(0).is_empty());
+    assert!(groups.holding(8).is_empty());
+}

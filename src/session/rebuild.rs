@@ -19,6 +19,11 @@
 //! state may lack those (a container the plugin did not adjust), and recording it in the group that
 //! state alone says would leave it holding another group's cookie.
 //!
+//! A container without such a row whose state names no group (its group is the pod's or its own,
+//! an internal default) is recorded in the group whose members hold its cookie, when exactly one
+//! other group does and no other member of its default group holds it ([`regroup`]): the cookie
+//! was given under that group, and cookies are only ever shared within a group.
+//!
 //! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
 //! only the containers the cache lacks and changes no row it has; one that is older than every
 //! live member its group has in the cache is recorded as the oldest, so that a group split by a
@@ -35,8 +40,7 @@ use crate::config::Config;
 use crate::cookies::engine::EngineError;
 use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, Liveness, Seen, State};
-use crate::decide::policy::ContainerInput;
-use crate::decide::policy::{Action, Decision};
+use crate::decide::policy::{self, Action, ContainerInput, Decision};
 use crate::error::Chain;
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
@@ -302,6 +306,7 @@ pub fn rebuild<K: CoreSched>(
     for running in found.running {
         candidates.extend(candidate(store, kernel, running, fill, &mut report)?);
     }
+    regroup(store, kernel, proc, &mut candidates)?;
     let (first, last) = place(store, kernel, proc, candidates, fill)?;
     let (mut recorded, groups) = record(store, proc, &first, &last)?;
     // Reported oldest first, however they were placed.
@@ -397,7 +402,53 @@ fn candidate<K: CoreSched>(
     Ok(Some(Candidate { c, root, decision, group, task, cookie, kept }))
 }
 
-/// Phase 2 of [`rebuild`]: the candidates in the order they are recorded. Oldest first, so that
+/// Phase 2 of [`rebuild`]: a container the cache has no row for, whose runtime's state names no
+/// group (its group is an internal default, [`policy::is_named`]), may lack what its cookie was
+/// given under: the NRI plugin's catch-up decides from the pod's annotations as the CRI gives
+/// them. Its cookie says more, since cookies are only ever shared within a group: when no other
+/// member of its group holds it and the live members of exactly one other group do (in the
+/// cache, or found now), it moves to that group. A group its state names is never second-guessed.
+fn regroup<K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    proc: &ProcFs,
+    candidates: &mut [Candidate],
+) -> Result<(), EngineError> {
+    let guessed = |k: &Candidate| k.kept.is_none() && !policy::is_named(&k.group);
+    if !candidates.iter().any(guessed) {
+        return Ok(());
+    }
+    let found: BTreeSet<&str> = candidates.iter().map(|k| k.c.id.as_str()).collect();
+    let cached = store.all_members()?;
+    let mut live: Vec<(Member, Cookie)> = Vec::new();
+    for seen in membership::live_members(proc, kernel, &cached) {
+        match seen {
+            Seen::Live(l) if !found.contains(l.member.container_id.as_str()) => live.push((l.member.clone(), l.cookie)),
+            Seen::Unreadable(m, source) => return Err(EngineError::Proc { pid: m.pid, source }),
+            Seen::Live(_) | Seen::CookieUnreadable(..) | Seen::Gone(..) => {}
+        }
+    }
+    live.extend(candidates.iter().map(|k| (Member::new(&k.c.id, &k.group, k.task.pid, k.task.start_time), k.cookie)));
+    let groups = Groups::new(live.iter().map(|(m, c)| (m, *c)));
+    for k in candidates.iter_mut().filter(|k| guessed(k)) {
+        let holding = groups.holding(k.cookie);
+        let mut others = holding.keys().filter(|g| **g != k.group);
+        if let (Some(&1), Some(owner), None) = (holding.get(k.group.as_str()), others.next(), others.next()) {
+            log::info!(
+                "rebuild: container {} (pid {}) recorded in group {owner}, whose members hold its cookie {} (its \
+                 runtime's state alone would say {})",
+                k.c.id,
+                k.task.pid,
+                CookieHex(k.cookie),
+                k.group
+            );
+            k.group = owner.to_string();
+        }
+    }
+    Ok(())
+}
+
+/// Phase 3 of [`rebuild`]: the candidates in the order they are recorded. Oldest first, so that
 /// the cache's join order (which decides whose cookie wins when a group has two) follows the
 /// containers' age. Filling in what a cache lacks, a container older than every live member its
 /// group has there goes before them all (`first`, youngest of those first, each below the one
@@ -430,7 +481,7 @@ fn place<K: CoreSched>(
     Ok((first, last))
 }
 
-/// Phase 3 of [`rebuild`]: writes the rows, `first` each as the oldest of its group (youngest of
+/// Phase 4 of [`rebuild`]: writes the rows, `first` each as the oldest of its group (youngest of
 /// them first), then `last`; what was recorded, and the groups recorded into.
 fn record(
     store: &Txn<'_>,
@@ -479,7 +530,7 @@ fn record(
     Ok((recorded, groups))
 }
 
-/// Phase 4 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold
+/// Phase 5 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold
 /// more than one cookie ([`Groups::is_split`]).
 fn conflicts<K: CoreSched>(
     store: &Txn<'_>,

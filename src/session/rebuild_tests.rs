@@ -259,9 +259,13 @@ fn fill_missing_keeps_every_row_and_puts_older_containers_first() {
 fn rebuild_keeps_the_group_a_containers_cookie_was_given_under() {
     let w = World::new();
     let bare = annotations(&[("oci-coresched-hook/group", None)]);
-    for (id, pid) in [("d1", 100), ("d2", 110), ("d3", 120)] {
+    // d3 holds a cookie of its own: the row alone is what is under test (its cookie would move
+    // it, rebuild_moves_a_container_without_a_named_group_to_the_group_holding_its_cookie).
+    for (id, pid, cookie) in
+        [("d1", 100, 0x5eed_0000_0040), ("d2", 110, 0x5eed_0000_0040), ("d3", 120, 0x5eed_0000_0041)]
+    {
         w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
-        w.kernel.force(pid, 0x5eed_0000_0040);
+        w.kernel.force(pid, cookie);
         w.runc("runc", id, pid as i64, 1000 + pid as u64, &bare, "b");
     }
     let caught_up = |id: &str, pid: Pid, start: u64| Member {
@@ -294,4 +298,75 @@ fn rebuild_keeps_the_group_a_containers_cookie_was_given_under() {
     assert_eq!(d1.labels.pod_name.as_deref(), Some("web-0"), "the row's labels stay");
     assert_eq!(d1.labels.cgroup.as_deref(), Some("/kubepods/burstable/pod1/d1"));
     assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
+}
+
+/// The same containers with the cache lost: no row is left to trust. d2 was caught up by the NRI
+/// plugin into the group its pod's annotations name (web), whose cookie d1 (created with the
+/// plugin adjusting it, so its state names web) holds too; d2's state names no group. Its cookie
+/// puts it in web. d3 (no group named, a cookie of its own) stays in its pod's group.
+#[test]
+fn rebuild_moves_a_container_without_a_named_group_to_the_group_holding_its_cookie() {
+    for fill in [Fill::All, Fill::Missing] {
+        let w = World::new();
+        let web = annotations(&[]);
+        let bare = annotations(&[("oci-coresched-hook/group", None)]);
+        for (id, pid, cookie, ann) in [
+            ("d1", 100, 0x5eed_0000_0040, &web),
+            ("d2", 110, 0x5eed_0000_0040, &bare),
+            ("d3", 120, 0x5eed_0000_0041, &bare),
+        ] {
+            w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+            w.kernel.force(pid, cookie);
+            w.runc("runc", id, pid as i64, 1000 + pid as u64, ann, "b");
+        }
+        let r = w
+            .store
+            .transaction(|tx| {
+                rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), fill)
+            })
+            .unwrap();
+        let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
+        assert_eq!(group("d1"), "default/web", "{fill:?}");
+        assert_eq!(group("d2"), "default/web", "{fill:?}: its cookie is web's");
+        assert!(group("d3").starts_with("default/pod:"), "{fill:?}: {}", group("d3"));
+        let d2 = w.store.member("d2").unwrap().unwrap();
+        assert_eq!((d2.group.as_str(), d2.cookie), ("default/web", 0x5eed_0000_0040), "{fill:?}");
+    }
+}
+
+/// A container whose state names no group stays where its state puts it when its cookie tells
+/// nothing for sure: another member of its own group holds it too, or two other groups do. A
+/// container whose state names its group is never moved.
+#[test]
+fn rebuild_leaves_a_guessed_group_when_the_cookie_is_no_proof() {
+    let w = World::new();
+    let bare = annotations(&[("oci-coresched-hook/group", None)]);
+    let a = annotations(&[("oci-coresched-hook/group", Some("a"))]);
+    let b = annotations(&[("oci-coresched-hook/group", Some("b"))]);
+    for (id, pid, cookie, ann) in [("g1", 100, 0x77, &bare), ("a1", 110, 0x77, &a), ("b1", 120, 0x77, &b)] {
+        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+        w.kernel.force(pid, cookie);
+        w.runc("runc", id, pid as i64, 1000 + pid as u64, ann, "b");
+    }
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
+    assert!(group("g1").starts_with("default/pod:"), "two other groups hold its cookie: {}", group("g1"));
+
+    // Two containers of one pod, neither named: each has another member of its group holding it.
+    let w = World::new();
+    for (id, pid) in [("p1", 100), ("p2", 110)] {
+        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+        w.kernel.force(pid, 0x88);
+        w.runc("runc", id, pid as i64, 1000 + pid as u64, &bare, "b");
+    }
+    w.fp.spawn(120, 1120, 0, "/kubepods/burstable/pod1/w1").unwrap();
+    w.kernel.force(120, 0x88);
+    w.runc("runc", "w1", 120, 1120, &annotations(&[]), "b");
+    w.fp.spawn(130, 1130, 0, "/kubepods/burstable/pod1/n1").unwrap();
+    w.kernel.force(130, 0x88);
+    w.runc("runc", "n1", 130, 1130, &annotations(&[("oci-coresched-hook/group", Some("n"))]), "b");
+    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
+    assert!(group("p1").starts_with("default/pod:") && group("p1") == group("p2"), "{r:#?}");
+    assert_eq!(group("n1"), "default/n", "a group its state names stays, whoever holds its cookie");
 }

@@ -284,7 +284,7 @@ pub fn decide(input: &ContainerInput, config: &Config) -> Result<Decision, BadCo
         Err(problem) => return Ok(own_cookie(d, own, &[problem], rule.sched_idle, pid)),
     };
     // 10. Its scope, then the expeller suffix.
-    let named = !key.contains(':');
+    let named = is_named(&key);
     let scoped = !(named && config.allow_cross_namespace_groups);
     let mut group = scope(d.namespace.as_deref(), key, scoped);
     if rule.core_expeller {
@@ -392,6 +392,13 @@ fn group_key(policy: Policy, ann: &BTreeMap<String, String>, own: &str) -> Resul
         Some(id) => (format!("pod:{id}"), "default group: the pod".into()),
         None => (own.to_string(), "default group: the container alone (no pod annotations)".into()),
     })
+}
+
+/// Whether a group key (scoped or not) is a name an annotation gave, rather than one of the
+/// internal keys decided when none did (`pod:`, `container:`, `exclusive:`): a name carries no
+/// `:`, and neither does a namespace.
+pub fn is_named(key: &str) -> bool {
+    !key.contains(':')
 }
 
 /// Step 10: `<namespace>/<key>` when a namespace is known and the key is `scoped`.
