@@ -1,6 +1,6 @@
 //! The runtimes' own state directories, read-only: which roots exist by default, their two
 //! layouts, and what one container's directory says (id, init pid and start time, annotations,
-//! cgroupsPath, bundle). Used by [`crate::session::rebuild`]; knows nothing of the cache or the kernel.
+//! cgroupsPath, bundle). Used by [`crate::session::running`]; knows nothing of the cache or the kernel.
 //!
 //! - runc-style roots (`/run/runc`, containerd's `/run/containerd/runc/<namespace>`):
 //!   `<root>/<id>/state.json`, libcontainer's internal format: `init_process_pid`,

@@ -12,7 +12,7 @@
 //!   pods' shims the hook gave one (members `shim:<sandbox>`, checked by pid and start time), which
 //!   carry their own group's;
 //! - **cleared** (`cleared`): the threads of a running container the policy runs without a cookie
-//!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::session::rebuild::scan`])
+//!   (policy `none`, a disabled QoS class; found in the runtimes' state, [`crate::session::running::scan`])
 //!   and of a shim cleared for its pod carry 0;
 //! - **escaped** (`escaped`): a running container whose own hook was to give it a cookie runs
 //!   without one ([`super::escapes`], from the runtimes' state alone, cached or not): each of its
@@ -173,7 +173,7 @@ pub fn audit<K: CoreSched>(
     report.groups = groups.with_cookie();
     let mut violations = shared(&live, &groups, proc);
 
-    let scan = crate::session::rebuild::scan(roots, proc, config);
+    let scan = crate::session::running::scan(roots, proc, config);
     let cleared = cleared(&scan.running, proc);
     report.cleared = cleared.len();
     let escaped = super::escapes::find(&scan.running, kernel, proc)?;
@@ -249,7 +249,7 @@ fn shims<'a, 'm>(live: &'a [Live<'m>], groups: &Groups) -> BTreeMap<Pid, (&'a Li
 }
 
 /// The running containers the policy clears, by their init's cgroup key, with their ids.
-fn cleared(running: &[crate::session::rebuild::Running], proc: &ProcFs) -> Vec<(String, String)> {
+fn cleared(running: &[crate::session::running::Running], proc: &ProcFs) -> Vec<(String, String)> {
     let mut cleared = Vec::new();
     for r in running {
         if matches!(r.decision.action, Action::Clear { .. })

@@ -8,7 +8,7 @@
 //! A container is **escaped** when all of these hold, checked in this order:
 //!
 //! 1. its runtime's state file parses and its init is alive with the recorded start time
-//!    ([`crate::session::rebuild::scan`]), and the hook's decision for it (from the same
+//!    ([`crate::session::running::scan`]), and the hook's decision for it (from the same
 //!    `config.json` the hook reads) gives it a cookie;
 //! 2. its spec runs this hook at createRuntime, prestart or poststart
 //!    ([`crate::host::bundle::names_hook`]): a container the hook never ran for (the NRI plugin
@@ -36,7 +36,7 @@ use crate::cookies::membership::{self, Liveness};
 use crate::decide::policy::Decision;
 use crate::host::kernel::{CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
-use crate::session::rebuild::Running;
+use crate::session::running::Running;
 use crate::values::Pid;
 
 use super::OpsError;

@@ -39,7 +39,7 @@ pub(crate) fn roots(g: &Ground) -> Vec<RuntimeRoot> {
 }
 
 fn escaped(g: &Ground) -> Vec<String> {
-    let scan = crate::session::rebuild::scan(&roots(g), &g.proc, &Config::default());
+    let scan = crate::session::running::scan(&roots(g), &g.proc, &Config::default());
     find(&scan.running, &g.kernel, &g.proc)
         .unwrap()
         .into_iter()
@@ -77,7 +77,7 @@ fn a_node_that_cannot_isolate_reports_no_escape_but_an_error() {
     let g = Ground::new();
     container(&g, "esc", 100, OURS, json!({}));
     g.kernel.set_mode(FakeMode::Unsupported);
-    let scan = crate::session::rebuild::scan(&roots(&g), &g.proc, &Config::default());
+    let scan = crate::session::running::scan(&roots(&g), &g.proc, &Config::default());
     let e = find(&scan.running, &g.kernel, &g.proc).unwrap_err();
     assert!(matches!(e, OpsError::Kernel { .. }), "{e}");
 }

@@ -38,6 +38,7 @@
 //! needs (the kernel, `/proc`, the runtimes' roots, the config).
 
 pub mod rebuild;
+pub mod running;
 
 use std::path::Path;
 use std::sync::Mutex;

@@ -1,12 +1,11 @@
-//! Reloads the cache from the containers the runtimes say are running ([`crate::host::runtimes`]):
+//! Reloads the cache from the containers the runtimes say are running ([`super::running`]):
 //! whenever the cache may lack running containers (new, upgraded from an older build, or replacing
 //! a damaged file: [`crate::session`] does it before anything decides),
 //! or on a node where the hook was installed with containers running (the `rebuild` command).
 //!
-//! For each container whose init is alive with the recorded start time, the decision is computed
-//! exactly as the hook would ([`ContainerInput::from_runtime`], lifecycle ensure), the cookie on
-//! the init is read with a GET, and the container is recorded as a member of its group with the
-//! cookie as seen. A container that holds no cookie is reported and not recorded: it has nothing
+//! For each container whose init is alive with the recorded start time, decided exactly as the
+//! hook would, the cookie on the init is read with a GET, and the container is recorded as a
+//! member of its group with the cookie as seen. A container that holds no cookie is reported and not recorded: it has nothing
 //! for the next members to share, and where the NRI plugin did not adjust it (it started while the
 //! plugin was away, or it is the plugin's own) its state lacks its pod's annotations, so its group
 //! would be a guess. A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
@@ -36,30 +35,18 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::running::scan;
+pub use super::running::{RootScan, Running, Skipped};
 use crate::config::Config;
 use crate::cookies::engine::EngineError;
 use crate::cookies::groups::Groups;
-use crate::cookies::membership::{self, Liveness, Seen, State};
-use crate::decide::policy::{self, Action, ContainerInput, Decision};
-use crate::error::Chain;
+use crate::cookies::membership::{self, Seen, State};
+use crate::decide::policy::{self, Action, Decision};
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
-use crate::host::runtimes::{self, RuntimeContainer, RuntimeKind, RuntimeRoot};
+use crate::host::runtimes::{RuntimeContainer, RuntimeRoot};
 use crate::store::{Member, Store, Txn};
 use crate::values::{Cookie, Labels, Pid};
-
-/// One scanned root.
-#[derive(Debug, Clone, Serialize)]
-pub struct RootScan {
-    /// Its layout.
-    pub kind: RuntimeKind,
-    /// The directory.
-    pub path: PathBuf,
-    /// Whether it exists (a missing default root is normal).
-    pub present: bool,
-    /// Container directories found in it.
-    pub containers: usize,
-}
 
 /// A container recorded in the cache.
 #[derive(Debug, Clone, Serialize)]
@@ -74,17 +61,6 @@ pub struct Rebuilt {
     pub cookie: String,
     /// The root it was found in.
     pub root: PathBuf,
-}
-
-/// A container not recorded, and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct Skipped {
-    /// Container id (the directory name).
-    pub id: String,
-    /// The root it was found in.
-    pub root: PathBuf,
-    /// Why.
-    pub reason: String,
 }
 
 /// A group whose live members hold more than one non-zero cookie.
@@ -136,111 +112,6 @@ struct Candidate {
     cookie: Cookie,
     /// The cache's row for this very init, whose group and labels are kept.
     kept: Option<Member>,
-}
-
-/// A container the runtimes run, with its init (start time checked) and what the hook would
-/// decide for it.
-#[derive(Debug)]
-pub struct Running {
-    /// What its runtime's state says.
-    pub c: RuntimeContainer,
-    /// The root it was found in.
-    pub root: PathBuf,
-    /// Its init, alive with the recorded start time.
-    pub task: TaskId,
-    /// The hook's decision (lifecycle ensure).
-    pub decision: Decision,
-}
-
-/// What [`scan`] found.
-#[derive(Debug, Default)]
-pub struct Scan {
-    /// Roots scanned.
-    pub roots: Vec<RootScan>,
-    /// Running containers, in root order.
-    pub running: Vec<Running>,
-    /// Containers not running, unreadable or undecidable, and why.
-    pub skipped: Vec<Skipped>,
-    /// Containers whose `/proc` entry could not be read (among `skipped`).
-    pub unreadable: usize,
-}
-
-/// The containers `roots` show running: each read once (the first root wins), its init checked
-/// against `/proc` (pid and start time), and decided as the hook would
-/// ([`ContainerInput::from_runtime`]). Reads only.
-pub fn scan(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config) -> Scan {
-    scan_with(roots, proc, config, &mut runtimes::StateCache::default())
-}
-
-/// [`scan`], each container's state read through `cache` (parsed again only where it changed).
-pub fn scan_with(roots: &[RuntimeRoot], proc: &ProcFs, config: &Config, cache: &mut runtimes::StateCache) -> Scan {
-    let mut out = Scan::default();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for root in roots {
-        let mut scanned = RootScan { kind: root.kind, path: root.path.clone(), present: false, containers: 0 };
-        let dirs = match runtimes::container_dirs(&root.path) {
-            Ok(Some(d)) => d,
-            Ok(None) => {
-                out.roots.push(scanned);
-                continue;
-            }
-            Err(e) => {
-                scanned.present = true;
-                out.skipped.push(Skipped { id: "-".into(), root: root.path.clone(), reason: Chain(&e).to_string() });
-                out.roots.push(scanned);
-                continue;
-            }
-        };
-        scanned.present = true;
-        scanned.containers = dirs.len();
-        out.roots.push(scanned);
-        for (id, dir) in dirs {
-            let skip = |reason: String| Skipped { id: id.clone(), root: root.path.clone(), reason };
-            if let Some(first) = seen.get(&id) {
-                out.skipped.push(skip(format!("already found in {}", first.display())));
-                continue;
-            }
-            seen.insert(id.clone(), root.path.clone());
-            let parsed = cache.read(root.kind, &dir, &id);
-            let c = match parsed {
-                Ok(c) => c,
-                Err(e) => {
-                    out.skipped.push(skip(format!("unreadable: {}", Chain(&e))));
-                    continue;
-                }
-            };
-            let pid = match Pid::try_from(c.pid) {
-                Ok(p) if p > 0 => p,
-                _ => {
-                    out.skipped.push(skip(format!("not running (pid {})", c.pid)));
-                    continue;
-                }
-            };
-            let task = TaskId { pid, start_time: c.start_time };
-            match membership::liveness(proc, task) {
-                Liveness::Alive => {}
-                Liveness::Reused => {
-                    out.skipped.push(skip(format!("dead: pid {pid} now belongs to another process")));
-                    continue;
-                }
-                Liveness::Dead => {
-                    out.skipped.push(skip(format!("dead: pid {pid} does not exist")));
-                    continue;
-                }
-                Liveness::Unreadable(e) => {
-                    out.skipped.push(skip(format!("failed to read /proc for pid {pid}: {e}")));
-                    out.unreadable += 1;
-                    continue;
-                }
-            }
-            match crate::decide::policy::decide(&ContainerInput::from_runtime(&c), config) {
-                Ok(decision) => out.running.push(Running { c, root: root.path.clone(), task, decision }),
-                Err(e) => out.skipped.push(skip(e.to_string())),
-            }
-        }
-    }
-    cache.forget_unseen();
-    out
 }
 
 impl RebuildReport {

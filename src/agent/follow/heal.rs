@@ -112,7 +112,7 @@ impl Healer {
     pub fn scan<K: CoreSched>(&mut self, sys: &System<K>) -> Result<Healed, OpsError> {
         let usable = self.config.current().is_ok();
         let decide_with = self.config.config.clone();
-        let found = crate::session::rebuild::scan_with(&sys.runtime_roots, &sys.proc, &decide_with, &mut self.cache);
+        let found = crate::session::running::scan_with(&sys.runtime_roots, &sys.proc, &decide_with, &mut self.cache);
         let escaped = crate::ops::escapes::find(&found.running, &sys.kernel, &sys.proc)?;
         let mut out = Healed { escaped: escaped.len(), ..Healed::default() };
         self.said.retain(|id, _| escaped.iter().any(|e| &e.id == id));
