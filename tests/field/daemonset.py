@@ -22,7 +22,8 @@
 # (every tenant keeps its cookie, a new tenant pod joins its group, exec'd probes are covered by
 # that release's follower), a chart upgrade to revision 2 of the release (a config value changed:
 # the pod rolls by its checksum/config annotation) and the rollback to revision 1, with the same
-# checks, `rebuild`, `doctor` in the follow container (the node isolates while the
+# checks, `rebuild`, the cache lost and refilled (the containers the plugin caught up stay in the
+# groups whose cookie they hold), `doctor` in the follow container (the node isolates while the
 # tenants run through the plugin; with SMT turned off there is nothing to isolate, both pods stay
 # ready and their pages say so), and the uninstall. Throughout, this release's DaemonSet
 # containers (`nri`, `follow`) must be at cookie 0, also when `follow` was given a cookie by hand
@@ -739,6 +740,33 @@ class Scenarios:
         self.own_at_zero("after rebuild")
         self.timer.phase("rebuild")
 
+    def lost_cache(self):
+        """The cache lost with every tenant running: moved aside under the state lock (as a damaged
+        file is), so the next opener (the follower's sweep, or `rebuild` itself) refills a new one
+        from the runtimes' state. d1 and d2 were caught up by the plugin: their state lacks their
+        pod's annotations and alone would put them in their pod's default group, while the cookie
+        they hold is their group's, which the refill follows."""
+        moved = []
+        with esc.LockHeld(f"{STATE_DIR}/lock"):
+            for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
+                if os.path.exists(f"{STATE_DIR}/{name}"):
+                    os.rename(f"{STATE_DIR}/{name}", f"{STATE_DIR}/lost-{name}")
+                    moved.append(name)
+        check(f"lost cache: {moved} moved aside under the state lock", "cache.db" in moved, moved)
+        r = run([HOOK[0], "rebuild", "--json"])
+        check("lost cache: rebuild runs", r.returncode == 0, r.stderr)
+        if r.returncode == 0:
+            recorded = {m["id"]: m["group"] for m in json.loads(r.stdout).get("members", [])}
+            got = {n: recorded.get(self.ctrs[n]) for n in ("d1", "d2")}
+            want = {"d1": "tenant-a/web", "d2": "tenant-b/web"}
+            check(f"lost cache: rebuild records the containers the plugin caught up in the groups whose cookie "
+                  f"they hold ({got})", got == want, r.stdout[-1500:])
+        self.listed("lost cache", "rebuilt")
+        r = run([HOOK[0], "audit"])
+        note(f"lost cache: audit exits {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]}")
+        self.own_at_zero("after the lost cache")
+        self.timer.phase("lost cache")
+
     def uninstall(self):
         """The documented removal: the DaemonSet patched with packaging/kubernetes/uninstall-patch.json
         (its init container runs `uninstall` with PURGE=1, one idle container instead of nri and
@@ -848,6 +876,7 @@ def main():
         s.rolling_update(kubelet.Manifest(prev_manifest_path), prev_image_tar)
         s.chart_upgrade(kubelet.Manifest(CHART_REVISION_2))
         s.rebuild()
+        s.lost_cache()
         s.node_shapes()
         s.uninstall()
     except Exception as e:  # a crash is a failure with its cause, never a silent pass
