@@ -23,6 +23,11 @@
 //!     containers' exec'd processes are then the follower's, as on an engine without a shim.
 //!
 //!   The sandbox (pause) container does not move the shim.
+//! - **A lost row** ([`lost_row_group`]): a rebuild finds the shim from the pod's containers and
+//!   records it in the group whose cookie it holds, so that a cache lost and refilled does not
+//!   leave a shim holding its pod's cookie outside every member.
+
+use std::collections::BTreeMap;
 
 use crate::cookies::engine::{Engine, EngineError, EnsureOutcome, EnsureRequest, Via};
 use crate::cookies::groups;
@@ -152,6 +157,23 @@ pub fn wire<K: CoreSched>(
     };
     let outcome: EnsureOutcome = engine.ensure(&req)?;
     Ok(Wired { group: target, cookie: outcome.cookie, changed: outcome.via != Via::AlreadySet })
+}
+
+/// The group to record the shim of sandbox `sandbox` in when its row is lost (rebuild, which
+/// changes no cookie, reads what it `holds`): the group of the pod's containers (`pod`: each
+/// group with its cookie) whose cookie that is; its own group when it holds one that none of
+/// theirs is (they disagreed); `None` at cookie 0 (cleared, or never wired: the next ensure sees
+/// to it) or when two of the pod's groups hold that cookie (not for a rebuild to settle).
+pub fn lost_row_group(sandbox: &str, holds: Cookie, pod: &BTreeMap<String, Cookie>) -> Option<String> {
+    if holds == 0 {
+        return None;
+    }
+    let mut holding = pod.iter().filter(|(_, c)| **c == holds).map(|(g, _)| g);
+    match (holding.next(), holding.next()) {
+        (Some(g), None) => Some(g.clone()),
+        (None, _) => Some(own_group(sandbox)),
+        (Some(_), Some(_)) => None,
+    }
 }
 
 /// Gives the shim `shim` of sandbox `sandbox` cookie 0 for the rest of its life: a container of

@@ -170,3 +170,19 @@ fn a_cleared_container_leaves_its_pods_shim_at_cookie_0_for_good() {
     assert_eq!((w.group.as_str(), w.changed, e.shim_cookie()), ("shim:sb1:cleared", false, 0));
     assert!(!clear().unwrap().changed);
 }
+
+#[test]
+fn a_lost_shim_row_goes_to_the_group_whose_cookie_the_shim_holds() {
+    let pod = |pairs: &[(&str, Cookie)]| -> BTreeMap<String, Cookie> {
+        pairs.iter().map(|(g, c)| (g.to_string(), *c)).collect()
+    };
+    let agree = pod(&[("t/web", 7)]);
+    assert_eq!(lost_row_group("sb", 7, &agree).as_deref(), Some("t/web"));
+    assert_eq!(lost_row_group("sb", 0, &agree), None, "at 0: cleared or never wired");
+    let disagree = pod(&[("t/web", 7), ("t/db", 8)]);
+    assert_eq!(lost_row_group("sb", 8, &disagree).as_deref(), Some("t/db"));
+    assert_eq!(lost_row_group("sb", 9, &disagree), Some(own_group("sb")), "a cookie of its own");
+    let split = pod(&[("t/web", 7), ("t/db", 7)]);
+    assert_eq!(lost_row_group("sb", 7, &split), None, "two groups hold it");
+    assert_eq!(lost_row_group("sb", 9, &BTreeMap::new()), Some(own_group("sb")));
+}

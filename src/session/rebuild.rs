@@ -40,7 +40,8 @@ pub use super::running::{RootScan, Running, Skipped};
 use crate::config::Config;
 use crate::cookies::engine::EngineError;
 use crate::cookies::groups::Groups;
-use crate::cookies::membership::{self, Seen, State};
+use crate::cookies::membership::{self, Liveness, Seen, State};
+use crate::cookies::shim;
 use crate::decide::policy::{self, Action, Decision};
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
@@ -180,6 +181,7 @@ pub fn rebuild<K: CoreSched>(
     regroup(store, kernel, proc, &mut candidates)?;
     let (first, last) = place(store, kernel, proc, candidates, fill)?;
     let (mut recorded, groups) = record(store, proc, &first, &last)?;
+    shims(store, kernel, proc, first.iter().chain(&last))?;
     // Reported oldest first, however they were placed.
     recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
     report.members = recorded;
@@ -401,7 +403,54 @@ fn record(
     Ok((recorded, groups))
 }
 
-/// Phase 5 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold
+/// Phase 5 of [`rebuild`]: the pods' shims (containerd's, found from a recorded container's init,
+/// [`shim::Proof::ChildOf`]) that the cache has no row for, each recorded in the group whose
+/// cookie it holds ([`shim::lost_row_group`]; GET only). A shim that cannot be read is left
+/// unrecorded: the next ensure of a container of its pod wires it again.
+fn shims<'k, K: CoreSched>(
+    store: &Txn<'_>,
+    kernel: &K,
+    proc: &ProcFs,
+    placed: impl Iterator<Item = &'k Candidate>,
+) -> Result<(), EngineError> {
+    let mut pods: BTreeMap<&str, (Option<TaskId>, BTreeMap<String, Cookie>)> = BTreeMap::new();
+    for k in placed {
+        let Some(sandbox) = k.decision.sandbox.id.as_deref().filter(|_| !k.decision.sandbox.is_sandbox) else {
+            continue;
+        };
+        let pod = pods.entry(sandbox).or_default();
+        pod.1.insert(k.group.clone(), k.cookie);
+        if pod.0.is_none() {
+            pod.0 = shim::find(proc, shim::Proof::ChildOf(k.task.pid)).ok().flatten();
+        }
+    }
+    for (sandbox, (found, groups)) in pods {
+        let Some(task) = found else { continue };
+        let id = shim::member_id(sandbox);
+        let previous = store.member(&id)?;
+        if previous.as_ref().is_some_and(|r| r.init() == task) {
+            continue;
+        }
+        let Ok(holds) = kernel.get(task.pid) else { continue };
+        // The cookie read is this shim's only while it still runs with the same start time.
+        if !matches!(membership::liveness(proc, task), Liveness::Alive) {
+            continue;
+        }
+        let Some(group) = shim::lost_row_group(sandbox, holds, &groups) else { continue };
+        store.upsert_member(&Member { cookie: holds, ..Member::new(&id, &group, task.pid, task.start_time) })?;
+        if let Some(old) = previous.filter(|p| p.group != group) {
+            store.drop_group_if_empty(&old.group)?;
+        }
+        log::info!(
+            "rebuild: the shim of sandbox {sandbox} (pid {}) recorded in group {group}, whose cookie {} it holds",
+            task.pid,
+            CookieHex(holds)
+        );
+    }
+    Ok(())
+}
+
+/// Phase 6 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold
 /// more than one cookie ([`Groups::is_split`]).
 fn conflicts<K: CoreSched>(
     store: &Txn<'_>,

@@ -370,3 +370,48 @@ fn rebuild_leaves_a_guessed_group_when_the_cookie_is_no_proof() {
     assert!(group("p1").starts_with("default/pod:") && group("p1") == group("p2"), "{r:#?}");
     assert_eq!(group("n1"), "default/n", "a group its state names stays, whoever holds its cookie");
 }
+
+/// containerd's pods: the shim that spawned a recorded container holds the cookie the hook gave
+/// it, and a lost cache lost its row too. Rebuild records it in the group whose cookie it holds
+/// (none at cookie 0, its own group for a cookie none of its pod's groups holds), and leaves a row
+/// it has for this very shim as it is.
+#[test]
+fn rebuild_records_a_pods_shim_in_the_group_whose_cookie_it_holds() {
+    const SHIM: Pid = 500;
+    const SANDBOX: &str = "5f1c0e7d9a8b6c4d2e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c2d";
+    let shim_row = crate::cookies::shim::member_id(SANDBOX);
+    let pod = |holds: Cookie, row: Option<&str>| {
+        let w = World::new();
+        w.fp.spawn(SHIM, 50, 0, "/system.slice/containerd.service").unwrap();
+        w.fp.set_lineage(SHIM, "containerd-shim", 1).unwrap();
+        w.kernel.force(SHIM, holds);
+        for (id, pid) in [("c1", 100), ("c2", 110)] {
+            w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+            w.fp.set_lineage(pid, "sleep", SHIM).unwrap();
+            w.kernel.force(pid, 0x40);
+            w.runc("runc", id, pid as i64, 1000 + pid as u64, &annotations(&[]), "b");
+        }
+        if let Some(group) = row {
+            let m = Member { cookie: holds, ..Member::new(&shim_row, group, SHIM, 50) };
+            w.store.transaction(|tx| tx.upsert_member(&m)).unwrap();
+        }
+        w
+    };
+    for (holds, want) in [(0x40, Some("default/web".to_string())), (0, None), (0x99, Some(shim_row.clone()))] {
+        let w = pod(holds, None);
+        let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+        assert_eq!(r.members.len(), 2, "shims are not reported as containers: {r:#?}");
+        let row = w.store.member(&shim_row).unwrap();
+        match &want {
+            None => assert!(row.is_none(), "a shim at cookie 0 is left alone: {row:?}"),
+            Some(group) => {
+                let row = row.unwrap_or_else(|| panic!("holding {holds:#x}: no row"));
+                assert_eq!((&row.group, row.cookie, row.init()), (group, holds, TaskId { pid: SHIM, start_time: 50 }));
+            }
+        }
+    }
+    // A row for this very shim stays as it is, whatever it holds now.
+    let w = pod(0x40, Some("kept/elsewhere"));
+    w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    assert_eq!(w.store.member(&shim_row).unwrap().unwrap().group, "kept/elsewhere");
+}
