@@ -23,6 +23,9 @@
 //! other group does and no other member of its default group holds it ([`regroup`]): the cookie
 //! was given under that group, and cookies are only ever shared within a group.
 //!
+//! A containerd pod's shim (found from a recorded container's init) whose row the cache lacks is
+//! recorded in the group whose cookie it holds ([`crate::cookies::shim::lost_row_group`]).
+//!
 //! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
 //! only the containers the cache lacks and changes no row it has; one that is older than every
 //! live member its group has in the cache is recorded as the oldest, so that a group split by a
