@@ -5,12 +5,13 @@
 //!
 //! For each container whose init is alive with the recorded start time, decided exactly as the
 //! hook would, the cookie on the init is read with a GET, and the container is recorded as a
-//! member of its group with the cookie as seen. A container that holds no cookie is reported and not recorded: it has nothing
-//! for the next members to share, and where the NRI plugin did not adjust it (it started while the
-//! plugin was away, or it is the plugin's own) its state lacks its pod's annotations, so its group
-//! would be a guess. A reload never changes a cookie (GET only): a group whose live members hold more than one cookie
-//! is reported, and the next ensure of the group converges it (the oldest member's cookie wins,
-//! so members are recorded oldest first, by start time).
+//! member of its group with the cookie as seen. A container that holds no cookie is reported and
+//! not recorded: it has nothing for the next members to share, and where the NRI plugin did not
+//! adjust it (it started while the plugin was away, or it is the plugin's own) its state lacks its
+//! pod's annotations, so its group would be a guess. A reload never changes a cookie (GET only): a
+//! group whose live members hold more than one cookie is reported, and the next ensure of the group
+//! converges it (the oldest member's cookie wins, so members are recorded oldest first, by start
+//! time).
 //!
 //! A container the cache already has with this very init (pid and start time) keeps the group
 //! and labels its row records: its cookie was given under that group, by the hook or by the NRI
@@ -38,8 +39,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::running::scan;
-pub use super::running::{RootScan, Running, Skipped};
+use super::running::{RootScan, Running, Skipped, scan};
 use crate::config::Config;
 use crate::cookies::engine::EngineError;
 use crate::cookies::groups::Groups;
