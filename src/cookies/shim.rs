@@ -161,12 +161,14 @@ pub fn wire<K: CoreSched>(
 
 /// The group to record the shim of sandbox `sandbox` in when its row is lost (rebuild, which
 /// changes no cookie, reads what it `holds`): the group of the pod's containers (`pod`: each
-/// group with its cookie) whose cookie that is; its own group when it holds one that none of
-/// theirs is (they disagreed); `None` at cookie 0 (cleared, or never wired: the next ensure sees
-/// to it) or when two of the pod's groups hold that cookie (not for a rebuild to settle).
-pub fn lost_row_group(sandbox: &str, holds: Cookie, pod: &BTreeMap<String, Cookie>) -> Option<String> {
+/// group with the cookie its container holds) whose cookie that is; its own group when it holds
+/// one that none of theirs is (they disagreed); at cookie 0, the cleared group when one of the
+/// pod's containers runs without a cookie (`cleared`), so that no later wire gives it a group's
+/// cookie, else `None` (never wired: the next container's ensure wires it); `None` too when two
+/// of the pod's groups hold that cookie (not for a rebuild to settle).
+pub fn lost_row_group(sandbox: &str, holds: Cookie, pod: &BTreeMap<String, Cookie>, cleared: bool) -> Option<String> {
     if holds == 0 {
-        return None;
+        return cleared.then(|| cleared_group(sandbox));
     }
     let mut holding = pod.iter().filter(|(_, c)| **c == holds).map(|(g, _)| g);
     match (holding.next(), holding.next()) {

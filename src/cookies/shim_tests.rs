@@ -177,12 +177,14 @@ fn a_lost_shim_row_goes_to_the_group_whose_cookie_the_shim_holds() {
         pairs.iter().map(|(g, c)| (g.to_string(), *c)).collect()
     };
     let agree = pod(&[("t/web", 7)]);
-    assert_eq!(lost_row_group("sb", 7, &agree).as_deref(), Some("t/web"));
-    assert_eq!(lost_row_group("sb", 0, &agree), None, "at 0: cleared or never wired");
+    assert_eq!(lost_row_group("sb", 7, &agree, false).as_deref(), Some("t/web"));
+    assert_eq!(lost_row_group("sb", 0, &agree, false), None, "at 0 and never cleared: the next ensure wires it");
+    assert_eq!(lost_row_group("sb", 0, &agree, true), Some(cleared_group("sb")), "at 0 for a cleared container");
+    assert_eq!(lost_row_group("sb", 7, &agree, true).as_deref(), Some("t/web"), "what it holds decides");
     let disagree = pod(&[("t/web", 7), ("t/db", 8)]);
-    assert_eq!(lost_row_group("sb", 8, &disagree).as_deref(), Some("t/db"));
-    assert_eq!(lost_row_group("sb", 9, &disagree), Some(own_group("sb")), "a cookie of its own");
+    assert_eq!(lost_row_group("sb", 8, &disagree, false).as_deref(), Some("t/db"));
+    assert_eq!(lost_row_group("sb", 9, &disagree, false), Some(own_group("sb")), "a cookie of its own");
     let split = pod(&[("t/web", 7), ("t/db", 7)]);
-    assert_eq!(lost_row_group("sb", 7, &split), None, "two groups hold it");
-    assert_eq!(lost_row_group("sb", 9, &BTreeMap::new()), Some(own_group("sb")));
+    assert_eq!(lost_row_group("sb", 7, &split, false), None, "two groups hold it");
+    assert_eq!(lost_row_group("sb", 9, &BTreeMap::new(), false), Some(own_group("sb")));
 }

@@ -37,6 +37,7 @@
 //! [`Session::apply_stops`] applies the recorded stops for a reader; [`Refill`] carries what a refill
 //! needs (the kernel, `/proc`, the runtimes' roots, the config).
 
+mod lost_shims;
 pub mod rebuild;
 pub mod running;
 

@@ -20,12 +20,11 @@
 //! state alone says would leave it holding another group's cookie.
 //!
 //! A container without such a row whose state names no group (its group is the pod's or its own,
-//! an internal default) is recorded in the group whose members hold its cookie, when exactly one
-//! other group does and no other member of its default group holds it ([`regroup`]): the cookie
-//! was given under that group, and cookies are only ever shared within a group.
+//! an internal default) is recorded in the one group whose members hold its cookie, counting only
+//! what is no guess, when an annotation of its pod could name that group ([`regroup`]): the
+//! cookie was given under that group, and cookies are only ever shared within a group.
 //!
-//! A containerd pod's shim (found from a recorded container's init) whose row the cache lacks is
-//! recorded in the group whose cookie it holds ([`crate::cookies::shim::lost_row_group`]).
+//! A containerd pod's shim whose row the cache lacks is recorded again ([`super::lost_shims`]).
 //!
 //! [`Fill::Missing`] (what [`crate::session`] does with a cache that may lack containers) records
 //! only the containers the cache lacks and changes no row it has; one that is older than every
@@ -39,12 +38,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::lost_shims;
 use super::running::{RootScan, Running, Skipped, scan};
 use crate::config::Config;
 use crate::cookies::engine::EngineError;
 use crate::cookies::groups::Groups;
 use crate::cookies::membership::{self, Liveness, Seen, State};
-use crate::cookies::shim;
 use crate::decide::policy::{self, Action, Decision};
 use crate::host::kernel::{CookieHex, CoreSched, KernelError};
 use crate::host::procfs::{ProcFs, TaskId};
@@ -170,6 +169,7 @@ pub fn rebuild<K: CoreSched>(
     fill: Fill,
 ) -> Result<RebuildReport, EngineError> {
     let found = scan(roots, proc, config);
+    let pods = lost_shims::Pods::of(&found.running);
     let mut report = RebuildReport {
         roots: found.roots,
         members: Vec::new(),
@@ -179,12 +179,13 @@ pub fn rebuild<K: CoreSched>(
     };
     let mut candidates = Vec::new();
     for running in found.running {
-        candidates.extend(candidate(store, kernel, running, fill, &mut report)?);
+        candidates.extend(candidate(store, kernel, proc, running, fill, &mut report)?);
     }
-    regroup(store, kernel, proc, &mut candidates)?;
+    regroup(store, kernel, proc, config, &mut candidates)?;
     let (first, last) = place(store, kernel, proc, candidates, fill)?;
     let (mut recorded, groups) = record(store, proc, &first, &last)?;
-    shims(store, kernel, proc, first.iter().chain(&last))?;
+    let placed = first.iter().chain(&last).map(|k| (k.c.id.as_str(), k.group.as_str())).collect();
+    pods.record(store, kernel, proc, &placed)?;
     // Reported oldest first, however they were placed.
     recorded.sort_by_key(|r| first.iter().chain(&last).position(|k| k.c.id == r.id));
     report.members = recorded;
@@ -198,6 +199,7 @@ pub fn rebuild<K: CoreSched>(
 fn candidate<K: CoreSched>(
     store: &Txn<'_>,
     kernel: &K,
+    proc: &ProcFs,
     Running { c, root, task, decision }: Running,
     fill: Fill,
     report: &mut RebuildReport,
@@ -214,6 +216,11 @@ fn candidate<K: CoreSched>(
         return Ok(None);
     }
     let cookie = match kernel.get(pid) {
+        // The cookie read is this init's only while it still runs with its start time.
+        Ok(_) if !matches!(membership::liveness(proc, task), Liveness::Alive) => {
+            report.skipped.push(skip(format!("dead: pid {pid} exited")));
+            return Ok(None);
+        }
         Ok(c) => c,
         Err(KernelError::NoSuchProcess(_)) => {
             report.skipped.push(skip(format!("dead: pid {pid} exited")));
@@ -281,13 +288,16 @@ fn candidate<K: CoreSched>(
 /// Phase 2 of [`rebuild`]: a container the cache has no row for, whose runtime's state names no
 /// group (its group is an internal default, [`policy::is_named`]), may lack what its cookie was
 /// given under: the NRI plugin's catch-up decides from the pod's annotations as the CRI gives
-/// them. Its cookie says more, since cookies are only ever shared within a group: when no other
-/// member of its group holds it and the live members of exactly one other group do (in the
-/// cache, or found now), it moves to that group. A group its state names is never second-guessed.
+/// them. Its cookie says more, since cookies are only ever shared within a group. The evidence is
+/// what is no guess: the cache's live members and the containers whose state names their group.
+/// When no such member of its default group holds its cookie and those of exactly one other
+/// group do, a group a pod of its namespace could name ([`policy::could_name`]), it moves there.
+/// A group its state names is never second-guessed.
 fn regroup<K: CoreSched>(
     store: &Txn<'_>,
     kernel: &K,
     proc: &ProcFs,
+    config: &Config,
     candidates: &mut [Candidate],
 ) -> Result<(), EngineError> {
     let guessed = |k: &Candidate| k.kept.is_none() && !policy::is_named(&k.group);
@@ -304,22 +314,25 @@ fn regroup<K: CoreSched>(
             Seen::Live(_) | Seen::CookieUnreadable(..) | Seen::Gone(..) => {}
         }
     }
-    live.extend(candidates.iter().map(|k| (Member::new(&k.c.id, &k.group, k.task.pid, k.task.start_time), k.cookie)));
+    let known = candidates.iter().filter(|k| !guessed(k));
+    live.extend(known.map(|k| (Member::new(&k.c.id, &k.group, k.task.pid, k.task.start_time), k.cookie)));
     let groups = Groups::new(live.iter().map(|(m, c)| (m, *c)));
     for k in candidates.iter_mut().filter(|k| guessed(k)) {
         let holding = groups.holding(k.cookie);
-        let mut others = holding.keys().filter(|g| **g != k.group);
-        if let (Some(&1), Some(owner), None) = (holding.get(k.group.as_str()), others.next(), others.next()) {
-            log::info!(
-                "rebuild: container {} (pid {}) recorded in group {owner}, whose members hold its cookie {} (its \
-                 runtime's state alone would say {})",
-                k.c.id,
-                k.task.pid,
-                CookieHex(k.cookie),
-                k.group
-            );
-            k.group = owner.to_string();
+        let mut holders = holding.keys();
+        let (Some(owner), None) = (holders.next(), holders.next()) else { continue };
+        if *owner == k.group || !policy::could_name(owner, k.decision.namespace.as_deref(), config) {
+            continue;
         }
+        log::info!(
+            "rebuild: container {} (pid {}) recorded in group {owner}, whose members hold its cookie {} (its \
+             runtime's state alone would say {})",
+            k.c.id,
+            k.task.pid,
+            CookieHex(k.cookie),
+            k.group
+        );
+        k.group = owner.to_string();
     }
     Ok(())
 }
@@ -404,53 +417,6 @@ fn record(
         groups.insert(group);
     }
     Ok((recorded, groups))
-}
-
-/// Phase 5 of [`rebuild`]: the pods' shims (containerd's, found from a recorded container's init,
-/// [`shim::Proof::ChildOf`]) that the cache has no row for, each recorded in the group whose
-/// cookie it holds ([`shim::lost_row_group`]; GET only). A shim that cannot be read is left
-/// unrecorded: the next ensure of a container of its pod wires it again.
-fn shims<'k, K: CoreSched>(
-    store: &Txn<'_>,
-    kernel: &K,
-    proc: &ProcFs,
-    placed: impl Iterator<Item = &'k Candidate>,
-) -> Result<(), EngineError> {
-    let mut pods: BTreeMap<&str, (Option<TaskId>, BTreeMap<String, Cookie>)> = BTreeMap::new();
-    for k in placed {
-        let Some(sandbox) = k.decision.sandbox.id.as_deref().filter(|_| !k.decision.sandbox.is_sandbox) else {
-            continue;
-        };
-        let pod = pods.entry(sandbox).or_default();
-        pod.1.insert(k.group.clone(), k.cookie);
-        if pod.0.is_none() {
-            pod.0 = shim::find(proc, shim::Proof::ChildOf(k.task.pid)).ok().flatten();
-        }
-    }
-    for (sandbox, (found, groups)) in pods {
-        let Some(task) = found else { continue };
-        let id = shim::member_id(sandbox);
-        let previous = store.member(&id)?;
-        if previous.as_ref().is_some_and(|r| r.init() == task) {
-            continue;
-        }
-        let Ok(holds) = kernel.get(task.pid) else { continue };
-        // The cookie read is this shim's only while it still runs with the same start time.
-        if !matches!(membership::liveness(proc, task), Liveness::Alive) {
-            continue;
-        }
-        let Some(group) = shim::lost_row_group(sandbox, holds, &groups) else { continue };
-        store.upsert_member(&Member { cookie: holds, ..Member::new(&id, &group, task.pid, task.start_time) })?;
-        if let Some(old) = previous.filter(|p| p.group != group) {
-            store.drop_group_if_empty(&old.group)?;
-        }
-        log::info!(
-            "rebuild: the shim of sandbox {sandbox} (pid {}) recorded in group {group}, whose cookie {} it holds",
-            task.pid,
-            CookieHex(holds)
-        );
-    }
-    Ok(())
 }
 
 /// Phase 6 of [`rebuild`]: the `groups` whose live members (found now or cached before) hold

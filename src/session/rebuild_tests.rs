@@ -300,75 +300,117 @@ fn rebuild_keeps_the_group_a_containers_cookie_was_given_under() {
     assert!(r.conflicts.is_empty(), "{:?}", r.conflicts);
 }
 
-/// The same containers with the cache lost: no row is left to trust. d2 was caught up by the NRI
-/// plugin into the group its pod's annotations name (web), whose cookie d1 (created with the
-/// plugin adjusting it, so its state names web) holds too; d2's state names no group. Its cookie
-/// puts it in web. d3 (no group named, a cookie of its own) stays in its pod's group.
+/// A container in `root` whose init `pid` holds `cookie` (its cgroup under pod1).
+fn running(w: &World, id: &str, pid: Pid, cookie: Cookie, ann: &BTreeMap<String, String>) {
+    w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+    w.kernel.force(pid, cookie);
+    w.runc("runc", id, pid as i64, 1000 + pid as u64, ann, "b");
+}
+
+fn rebuild_with(w: &World, fill: Fill, config: &Config) -> RebuildReport {
+    w.store
+        .transaction(|tx| rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], config, fill))
+        .unwrap()
+}
+
+fn group_of(r: &RebuildReport, id: &str) -> String {
+    r.members.iter().find(|m| m.id == id).unwrap_or_else(|| panic!("{id} not recorded: {r:#?}")).group.clone()
+}
+
+/// The same containers with the cache lost: no row is left to trust. d2 and d4 (one pod) were
+/// caught up by the NRI plugin into the group its annotations name (web), whose cookie d1 (created
+/// with the plugin adjusting it, so its state names web) holds too; their states name no group.
+/// Their cookie puts both in web: a guess is no evidence against another guess. d3 (no group
+/// named, a cookie of its own) stays in its pod's group. With the cache lost only in part
+/// (Fill::Missing), a cached member of web is the evidence.
 #[test]
 fn rebuild_moves_a_container_without_a_named_group_to_the_group_holding_its_cookie() {
+    let web = annotations(&[]);
+    let bare = annotations(&[("oci-coresched-hook/group", None)]);
     for fill in [Fill::All, Fill::Missing] {
         let w = World::new();
-        let web = annotations(&[]);
-        let bare = annotations(&[("oci-coresched-hook/group", None)]);
-        for (id, pid, cookie, ann) in [
-            ("d1", 100, 0x5eed_0000_0040, &web),
-            ("d2", 110, 0x5eed_0000_0040, &bare),
-            ("d3", 120, 0x5eed_0000_0041, &bare),
-        ] {
-            w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
-            w.kernel.force(pid, cookie);
-            w.runc("runc", id, pid as i64, 1000 + pid as u64, ann, "b");
-        }
-        let r = w
-            .store
-            .transaction(|tx| {
-                rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), fill)
-            })
-            .unwrap();
-        let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
-        assert_eq!(group("d1"), "default/web", "{fill:?}");
-        assert_eq!(group("d2"), "default/web", "{fill:?}: its cookie is web's");
-        assert!(group("d3").starts_with("default/pod:"), "{fill:?}: {}", group("d3"));
+        running(&w, "d1", 100, 0x40, &web);
+        running(&w, "d2", 110, 0x40, &bare);
+        running(&w, "d3", 120, 0x41, &bare);
+        running(&w, "d4", 130, 0x40, &bare);
+        let r = rebuild_with(&w, fill, &Config::default());
+        assert_eq!(group_of(&r, "d1"), "default/web", "{fill:?}");
+        assert_eq!(group_of(&r, "d2"), "default/web", "{fill:?}: its cookie is web's");
+        assert_eq!(group_of(&r, "d4"), "default/web", "{fill:?}: its cookie is web's");
+        assert!(group_of(&r, "d3").starts_with("default/pod:"), "{fill:?}: {}", group_of(&r, "d3"));
         let d2 = w.store.member("d2").unwrap().unwrap();
-        assert_eq!((d2.group.as_str(), d2.cookie), ("default/web", 0x5eed_0000_0040), "{fill:?}");
+        assert_eq!((d2.group.as_str(), d2.cookie), ("default/web", 0x40), "{fill:?}");
     }
+    // Only the cache says which group holds the cookie: a member of web whose container the
+    // runtimes' roots do not show (another root), alive.
+    let w = World::new();
+    w.fp.spawn(90, 1090, 0, "/kubepods/burstable/pod0/w0").unwrap();
+    w.kernel.force(90, 0x40);
+    w.store
+        .transaction(|tx| tx.upsert_member(&Member { cookie: 0x40, ..Member::new("w0", "default/web", 90, 1090) }))
+        .unwrap();
+    running(&w, "d2", 110, 0x40, &bare);
+    let r = rebuild_with(&w, Fill::Missing, &Config::default());
+    assert_eq!(group_of(&r, "d2"), "default/web", "the cached member is the evidence");
 }
 
 /// A container whose state names no group stays where its state puts it when its cookie tells
-/// nothing for sure: another member of its own group holds it too, or two other groups do. A
-/// container whose state names its group is never moved.
+/// nothing for sure: two other groups hold it, or only its own group's recorded member does, or
+/// the one group that does is one no annotation of its pod could name (another namespace's, or
+/// another pod's default). A container whose state names its group is never moved.
 #[test]
 fn rebuild_leaves_a_guessed_group_when_the_cookie_is_no_proof() {
-    let w = World::new();
     let bare = annotations(&[("oci-coresched-hook/group", None)]);
-    let a = annotations(&[("oci-coresched-hook/group", Some("a"))]);
-    let b = annotations(&[("oci-coresched-hook/group", Some("b"))]);
-    for (id, pid, cookie, ann) in [("g1", 100, 0x77, &bare), ("a1", 110, 0x77, &a), ("b1", 120, 0x77, &b)] {
-        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
+    let named = |g: &str| annotations(&[("oci-coresched-hook/group", Some(g))]);
+    let cached = |w: &World, id: &str, pid: Pid, group: &str, cookie: Cookie| {
+        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod0/{id}")).unwrap();
         w.kernel.force(pid, cookie);
-        w.runc("runc", id, pid as i64, 1000 + pid as u64, ann, "b");
-    }
-    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
-    let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
-    assert!(group("g1").starts_with("default/pod:"), "two other groups hold its cookie: {}", group("g1"));
+        let m = Member { cookie, ..Member::new(id, group, pid, 1000 + pid as u64) };
+        w.store.transaction(|tx| tx.upsert_member(&m)).unwrap();
+    };
 
-    // Two containers of one pod, neither named: each has another member of its group holding it.
     let w = World::new();
-    for (id, pid) in [("p1", 100), ("p2", 110)] {
-        w.fp.spawn(pid, 1000 + pid as u64, 0, &format!("/kubepods/burstable/pod1/{id}")).unwrap();
-        w.kernel.force(pid, 0x88);
-        w.runc("runc", id, pid as i64, 1000 + pid as u64, &bare, "b");
+    running(&w, "g1", 100, 0x77, &bare);
+    running(&w, "a1", 110, 0x77, &named("a"));
+    running(&w, "b1", 120, 0x77, &named("b"));
+    let r = rebuild_with(&w, Fill::All, &Config::default());
+    assert!(group_of(&r, "g1").starts_with("default/pod:"), "two other groups hold its cookie: {}", group_of(&r, "g1"));
+
+    let w = World::new();
+    running(&w, "g1", 100, 0x88, &bare);
+    let own = group_of(&rebuild_with(&w, Fill::All, &Config::default()), "g1");
+    let w = World::new();
+    cached(&w, "m0", 90, &own, 0x88);
+    running(&w, "g1", 100, 0x88, &bare);
+    assert_eq!(
+        group_of(&rebuild_with(&w, Fill::Missing, &Config::default()), "g1"),
+        own,
+        "only its own group holds it"
+    );
+
+    for (owner, config) in [
+        ("other-ns/web", Config::default()),
+        ("default/pod:another-pod", Config::default()),
+        ("web", Config::default()),
+    ] {
+        let w = World::new();
+        cached(&w, "o1", 90, owner, 0x99);
+        running(&w, "g1", 100, 0x99, &bare);
+        let r = rebuild_with(&w, Fill::Missing, &config);
+        assert!(group_of(&r, "g1").starts_with("default/pod:"), "no annotation of its pod names {owner}: {r:#?}");
     }
-    w.fp.spawn(120, 1120, 0, "/kubepods/burstable/pod1/w1").unwrap();
-    w.kernel.force(120, 0x88);
-    w.runc("runc", "w1", 120, 1120, &annotations(&[]), "b");
-    w.fp.spawn(130, 1130, 0, "/kubepods/burstable/pod1/n1").unwrap();
-    w.kernel.force(130, 0x88);
-    w.runc("runc", "n1", 130, 1130, &annotations(&[("oci-coresched-hook/group", Some("n"))]), "b");
-    let r = w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
-    let group = |id: &str| r.members.iter().find(|m| m.id == id).unwrap().group.clone();
-    assert!(group("p1").starts_with("default/pod:") && group("p1") == group("p2"), "{r:#?}");
-    assert_eq!(group("n1"), "default/n", "a group its state names stays, whoever holds its cookie");
+    // Unscoped names are a pod's to give where the config allows groups across namespaces.
+    let open = Config { allow_cross_namespace_groups: true, ..Config::default() };
+    let w = World::new();
+    cached(&w, "o1", 90, "web", 0x99);
+    running(&w, "g1", 100, 0x99, &bare);
+    assert_eq!(group_of(&rebuild_with(&w, Fill::Missing, &open), "g1"), "web");
+
+    let w = World::new();
+    running(&w, "n1", 100, 0x55, &named("n"));
+    running(&w, "w1", 110, 0x55, &annotations(&[]));
+    let r = rebuild_with(&w, Fill::All, &Config::default());
+    assert_eq!(group_of(&r, "n1"), "default/n", "a group its state names stays, whoever holds its cookie");
 }
 
 /// containerd's pods: the shim that spawned a recorded container holds the cookie the hook gave
@@ -414,4 +456,26 @@ fn rebuild_records_a_pods_shim_in_the_group_whose_cookie_it_holds() {
     let w = pod(0x40, Some("kept/elsewhere"));
     w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
     assert_eq!(w.store.member(&shim_row).unwrap().unwrap().group, "kept/elsewhere");
+
+    // Only the shim's row was lost (Fill::Missing records no container): the pod's containers'
+    // rows say whose cookie it holds.
+    let w = pod(0x40, None);
+    for (id, pid) in [("c1", 100), ("c2", 110)] {
+        let m = Member { cookie: 0x40, ..Member::new(id, "default/web", pid, 1000 + pid as u64) };
+        w.store.transaction(|tx| tx.upsert_member(&m)).unwrap();
+    }
+    let r = w.store.transaction(|tx| {
+        rebuild(tx, &w.kernel, &w.proc, &[RuntimeRoot::runc(w.path("runc"))], &Config::default(), Fill::Missing)
+    });
+    assert!(r.unwrap().members.is_empty());
+    assert_eq!(w.store.member(&shim_row).unwrap().unwrap().group, "default/web");
+
+    // A container of the pod runs without a cookie (policy none): a shim at 0 is the cleared one,
+    // so that no later ensure of the pod's other container gives it the group's cookie.
+    let w = pod(0, None);
+    w.runc("runc", "c2", 110, 1110, &annotations(&[("oci-coresched-hook/policy", Some("none"))]), "b");
+    w.kernel.force(110, 0);
+    w.rebuild(&[RuntimeRoot::runc(w.path("runc"))]);
+    let row = w.store.member(&shim_row).unwrap().expect("the cleared shim's row");
+    assert_eq!((row.group, row.cookie), (crate::cookies::groups::cleared_shim_group(SANDBOX), 0));
 }

@@ -435,9 +435,9 @@ def wait_healed(watch, ctr, since):
         time.sleep(POLL)
 
 
-def follower_page(route, name, pred, timeout=60):
+def follower_page(route, name, pred, timeout=60, also=lambda page: True):
     """Polls `metrics` (the follower's follow.prom appended; rewritten every 10 s) until PRED holds
-    for the sum of NAME's samples: (held, last value, page)."""
+    for the sum of NAME's samples and ALSO for the page: (held, last value, page)."""
     got = {}
 
     def once():
@@ -447,7 +447,7 @@ def follower_page(route, name, pred, timeout=60):
             got["page"], got["v"] = str(e), None
             return False
         got["v"] = sample(got["page"], name)
-        return got["v"] is not None and pred(got["v"])
+        return got["v"] is not None and pred(got["v"]) and also(got["page"])
 
     held = wait_for(once, timeout, 2)
     return held, got.get("v"), got.get("page", "")
@@ -580,11 +580,13 @@ def lock_scenario(route, watch, namespace, group, other, want):
     for line in tried[:3]:
         note(f"{R}: {scenario}: follower, while the lock was held: {line[-400:]}")
     want = healed(route, watch, ctr, scenario, "the state lock's release (flock killed)", since, want, other)
-    # The page is rewritten every 10 s and in the turn that heals, after that turn's audit: the
-    # first page that counts the heal shows no escaped container and the audit run after it.
-    ok, v, page = follower_page(route, "oci_coresched_hook_follow_escapes_healed_total", lambda v: v > healed0)
+    # The page is rewritten every 10 s and in the turn that heals, after that turn's audit: a page
+    # that counts the heal shows the audit run after it. That audit may not have run (the lock is
+    # busy just after its release: audit_up 0); the next sweep's, a minute later, then is the one.
+    ok, v, page = follower_page(route, "oci_coresched_hook_follow_escapes_healed_total", lambda v: v > healed0,
+                                HEAL_TIMEOUT, lambda page: sample(page, "oci_coresched_hook_audit_up") == 1)
     check(f"{R}: {scenario}: the follower's page counts the heal (oci_coresched_hook_follow_escapes_healed_total "
-          f"{healed0} -> {v})", ok, page_lines(page))
+          f"{healed0} -> {v}) beside an audit run after it", ok, page_lines(page))
     up = sample(page, "oci_coresched_hook_audit_up")
     escaped_now, violations = sample(page, "oci_coresched_hook_escaped_containers"), sample(page, "oci_coresched_hook_audit_violations")
     check(f"{R}: {scenario}: the same page: audit_up {up}, oci_coresched_hook_escaped_containers {escaped_now}, "

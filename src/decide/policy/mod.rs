@@ -401,6 +401,18 @@ pub fn is_named(key: &str) -> bool {
     !key.contains(':')
 }
 
+/// Whether an annotation of a pod in `namespace` could have named group `key`: a name, scoped to
+/// that namespace, or unscoped where the config allows groups across namespaces. `false` without
+/// a namespace.
+pub fn could_name(key: &str, namespace: Option<&str>, config: &Config) -> bool {
+    let Some(ns) = namespace else { return false };
+    is_named(key)
+        && match key.split_once('/') {
+            Some((scope, _)) => scope == ns,
+            None => config.allow_cross_namespace_groups,
+        }
+}
+
 /// Step 10: `<namespace>/<key>` when a namespace is known and the key is `scoped`.
 fn scope(namespace: Option<&str>, key: String, scoped: bool) -> String {
     match (namespace, scoped) {

@@ -332,3 +332,24 @@ fn the_actions_that_act_on_the_init_carry_its_pid() {
         assert_eq!(d.action, Action::Skip, "{pid:?}");
     }
 }
+
+#[test]
+fn a_group_key_is_a_name_an_annotation_could_give_only_in_its_own_namespace() {
+    let strict = Config::default();
+    let open = Config { allow_cross_namespace_groups: true, ..Config::default() };
+    for (key, ns, by_strict, by_open) in [
+        ("tenant-a/web", Some("tenant-a"), true, true),
+        ("tenant-a/web-expeller", Some("tenant-a"), true, true),
+        ("tenant-b/web", Some("tenant-a"), false, false),
+        ("web", Some("tenant-a"), false, true),
+        ("tenant-a/pod:5f1c", Some("tenant-a"), false, false),
+        ("tenant-a/exclusive:u1", Some("tenant-a"), false, false),
+        ("shim:5f1c", Some("tenant-a"), false, false),
+        ("container:c1", None, false, false),
+        ("tenant-a/web", None, false, false),
+    ] {
+        assert_eq!(could_name(key, ns, &strict), by_strict, "{key} in {ns:?}");
+        assert_eq!(could_name(key, ns, &open), by_open, "{key} in {ns:?}, across namespaces");
+    }
+    assert!(is_named("tenant-a/web") && is_named("web") && !is_named("tenant-a/pod:x") && !is_named("shim:x"));
+}
